@@ -1,0 +1,30 @@
+# Task runner. `make test` and `make demo` work on a fresh machine: they build what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv kafka-jars test unit lint demo clean
+
+venv: $(STAMP)
+
+# The venv is rebuilt when the declared or pinned dependencies change.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
+	touch $@
+
+# Apache Kafka from Maven Central into ~/.cache/transcoder (once; later runs take no network).
+kafka-jars: venv
+	$(BIN)/transcoder local-kafka fetch
+
+# The whole suite: unit tests, then integration tests against a real broker the session starts.
+test: venv kafka-jars
+	$(BIN)/python -m pytest
+
+unit: venv
+	$(BIN)/python -m pytest tests/unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

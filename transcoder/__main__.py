@@ -1,0 +1,3 @@
+from transcoder.cli import main
+
+main()

@@ -1,0 +1,241 @@
+"""The `transcoder` command: parse, set up logging, build objects, dispatch."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from transcoder import __version__, logs
+from transcoder.errors import ConfigError, TranscoderError
+
+
+class _Cli(click.Group):
+    """Turns every TranscoderError into one line on stderr and its exit status."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TranscoderError as exc:
+            click.echo(f"transcoder: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+class ByteSize(click.ParamType):
+    """A size such as 1000, 250MB, 1.5GiB (k/M/G are powers of 1000, Ki/Mi/Gi of 1024)."""
+
+    name = "size"
+    _units = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+              "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*", str(value), re.IGNORECASE)
+        if not m:
+            self.fail(f"{value!r} is not a size (e.g. 1000, 250MB, 1GiB)", param, ctx)
+        return int(float(m.group(1)) * self._units[(m.group(2) or "").lower()])
+
+
+def _properties(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"expected key=value, got {item!r}")
+        out[key.strip()] = val.strip()
+    return out
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="transcoder")
+@click.option("--log-level", default="info", show_default=True, envvar="TRANSCODER_LOG_LEVEL",
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+def main(log_level: str) -> None:
+    """Copy Kafka topics into per-codec destination topics and measure what each codec costs and saves."""
+    logs.configure(log_level)
+
+
+# ---------------------------------------------------------------- local-kafka
+@main.group("local-kafka")
+@click.option("--state-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
+              help="Where the broker's config, data, log and pid live (default ~/.cache/transcoder/local-kafka).")
+@click.option("--version", "kafka_version", envvar="TRANSCODER_KAFKA_VERSION", default=None,
+              help="Apache Kafka version to fetch from Maven Central.")
+@click.pass_context
+def local_kafka(ctx: click.Context, state_dir: Path | None, kafka_version: str | None) -> None:
+    """A real Apache Kafka broker (KRaft, one node) on 127.0.0.1, for development and tests."""
+    from transcoder.localkafka import DEFAULT_VERSION, LocalKafka
+
+    ctx.obj = LocalKafka(state_dir, version=kafka_version or DEFAULT_VERSION)
+
+
+@local_kafka.command("fetch")
+@click.pass_obj
+def local_kafka_fetch(kafka: Any) -> None:
+    """Resolve the broker's jars with Maven into the cache (a no-op when cached)."""
+    from transcoder.localkafka import fetch
+
+    click.echo(fetch(kafka.version, kafka.cache_dir))
+
+
+@local_kafka.command("up")
+@click.option("--port", type=int, default=None, help="Client port (default: a free one).")
+@click.option("--controller-port", type=int, default=None, help="KRaft controller port (default: a free one).")
+@click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds to wait for the broker to answer.")
+@click.pass_obj
+def local_kafka_up(kafka: Any, port: int | None, controller_port: int | None, timeout: float) -> None:
+    """Start the broker; print its bootstrap address as the last line."""
+    st = kafka.up(port=port, controller_port=controller_port, timeout=timeout)
+    click.echo(f"Kafka {st.version} running, pid {st.pid}, data {st.data_dir}, log {st.log_file}", err=True)
+    click.echo(st.bootstrap)
+
+
+@local_kafka.command("status")
+@click.pass_obj
+def local_kafka_status(kafka: Any) -> None:
+    """Print the bootstrap address and data directory; exit 1 when no broker runs."""
+    st = kafka.state()
+    if st is None:
+        click.echo(f"not running (state dir {kafka.state_dir})", err=True)
+        sys.exit(1)
+    click.echo(f"bootstrap {st.bootstrap}\ndata_dir {st.data_dir}\npid {st.pid}\nversion {st.version}\nlog {st.log_file}")
+
+
+@local_kafka.command("logs")
+@click.option("-n", "--lines", type=int, default=100, show_default=True)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines, like tail -f.")
+@click.pass_obj
+def local_kafka_logs(kafka: Any, lines: int, follow: bool) -> None:
+    """Print the end of the broker's log."""
+    from collections import deque
+
+    log = kafka.state_dir / "broker.log"
+    if not log.exists():
+        raise ConfigError(f"no broker log at {log}: the broker was never started there")
+    with log.open(errors="replace") as f:
+        for line in deque(f, maxlen=lines):
+            click.echo(line, nl=False)
+        while follow:
+            line = f.readline()
+            if line:
+                click.echo(line, nl=False)
+            else:
+                time.sleep(0.5)
+
+
+@local_kafka.command("down")
+@click.option("--keep-data", is_flag=True, help="Keep the data directory for the next `up`.")
+@click.pass_obj
+def local_kafka_down(kafka: Any, keep_data: bool) -> None:
+    """Stop the broker `up` started (nothing else), and remove its data unless --keep-data."""
+    st = kafka.down(keep_data=keep_data)
+    click.echo("no local broker was running" if st is None else f"stopped Kafka pid {st.pid} at {st.bootstrap}",
+               err=True)
+
+
+# ---------------------------------------------------------------- seed
+def _bootstrap(bootstrap: str | None) -> str:
+    if bootstrap:
+        return bootstrap
+    from transcoder.localkafka import LocalKafka
+
+    st = LocalKafka().state()
+    if st is None:
+        raise ConfigError("no --bootstrap-servers given (or TRANSCODER_BOOTSTRAP_SERVERS), "
+                          "and no local broker runs: start one with `deploy/local/kafka up`")
+    return st.bootstrap
+
+
+def _start_ms(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ConfigError(f"--start {value!r} is not an ISO-8601 timestamp") from exc
+    if dt.tzinfo is None:
+        raise ConfigError(f"--start {value!r} needs a time zone, e.g. 2026-01-01T00:00:00Z")
+    return int(dt.timestamp() * 1000)
+
+
+@main.command()
+@click.option("--topic", "-t", required=True, help="Topic to write; created when missing.")
+@click.option("--bootstrap-servers", "-b", envvar="TRANSCODER_BOOTSTRAP_SERVERS",
+              help="Kafka bootstrap servers (default: the running local broker).")
+@click.option("-X", "props", multiple=True, metavar="KEY=VALUE",
+              help="Any librdkafka property, e.g. -X security.protocol=SASL_SSL (repeatable).")
+@click.option("--kind", "-k", help="Built-in generator: nginx, nginx-error, json-logs, dns, metrics, entities.")
+@click.option("--file", "-f", "file", type=click.Path(path_type=Path),
+              help="A file or a directory of files; one record per line, or NDJSON (.gz read too).")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(["auto", "lines", "ndjson"]), help="How --file is read (auto: by suffix).")
+@click.option("--key-field", help="NDJSON field whose value becomes the record key.")
+@click.option("--count", "-n", type=int, help="Records to write.")
+@click.option("--bytes", "max_bytes", type=ByteSize(), help="Uncompressed bytes to write, e.g. 250MB.")
+@click.option("--partitions", "-p", type=int, help="Partitions when creating the topic (existing topics must match).")
+@click.option("--replication-factor", type=int, default=-1, show_default=True, help="-1: the broker default.")
+@click.option("--topic-config", "topic_props", multiple=True, metavar="KEY=VALUE",
+              help="Topic config when creating it, e.g. cleanup.policy=compact (repeatable).")
+@click.option("--keys/--no-keys", default=True, show_default=True, help="Key records (entities are always keyed).")
+@click.option("--headers/--no-headers", default=False, show_default=True, help="Add realistic headers.")
+@click.option("--rate", type=float, help="Records per second at most (default: as fast as possible).")
+@click.option("--seed", "seed_value", type=int, default=0, show_default=True, help="Generator seed.")
+@click.option("--start", help="Generator timeline start, ISO-8601 (default: so that it ends about now).")
+@click.option("--compression", default="none", show_default=True,
+              type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), help="Codec for the seeding producer.")
+def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind: str | None,
+         file: Path | None, fmt: str, key_field: str | None, count: int | None, max_bytes: int | None,
+         partitions: int | None, replication_factor: int, topic_props: tuple[str, ...], keys: bool,
+         headers: bool, rate: float | None, seed_value: int, start: str | None, compression: str) -> None:
+    """Write realistic records into a topic, from files or a built-in generator."""
+    from transcoder import seed as seeding
+
+    if (kind is None) == (file is None):
+        raise ConfigError("give exactly one of --kind or --file")
+    if count is not None and max_bytes is not None:
+        raise ConfigError("give --count or --bytes, not both")
+    if kind is not None and count is None and max_bytes is None:
+        raise ConfigError("a generator is endless: give --count or --bytes")
+    for name, v in (("--count", count), ("--bytes", max_bytes), ("--partitions", partitions), ("--rate", rate)):
+        if v is not None and v <= 0:
+            raise ConfigError(f"{name} must be positive, not {v}")
+    topic_config = _properties(topic_props)
+    where = lambda: ""  # noqa: E731
+    if file is not None:
+        source = seeding.FileSource(file, fmt=fmt, key_field=key_field)
+        records = iter(source)
+        where = lambda: source.where  # noqa: E731
+    else:
+        eps = rate or 2000.0
+        start_ms = _start_ms(start)
+        if start_ms is None:
+            start_ms = seeding.generator_start_ms(count, max_bytes, eps, int(time.time() * 1000))
+        records = seeding.generated(kind, seed_value=seed_value, keys=keys, headers=headers,
+                                    start_ms=start_ms, events_per_second=eps)
+        if kind == "entities":
+            topic_config.setdefault("cleanup.policy", "compact")
+    cluster = {"bootstrap.servers": _bootstrap(bootstrap_servers), **_properties(props)}
+
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    by_bytes = max_bytes is not None or count is None
+    with Progress(TextColumn(f"seeding {topic}"), BarColumn(), DownloadColumn() if by_bytes else
+                  TextColumn("{task.completed:,.0f}/{task.total:,.0f} records"), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("seed", total=max_bytes if by_bytes else count)
+
+        def progress(n: int, b: int) -> None:
+            bar.update(task, completed=b if by_bytes else n)
+
+        result = seeding.seed(records, cluster=cluster, topic=topic, count=count, max_bytes=max_bytes,
+                              partitions=partitions, replication_factor=replication_factor,
+                              topic_config=topic_config, compression=compression, rate=rate,
+                              where=where, progress=progress)
+    click.echo(result.summary())

@@ -1,0 +1,44 @@
+"""Logging set-up: structlog, JSON when the output is not a terminal, console renderer when it is."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TextIO
+
+import structlog
+
+
+def configure(level: str = "info", *, stream: TextIO | None = None, json: bool | None = None) -> None:
+    """Configure structlog and stdlib logging once, from the CLI; never at import time."""
+    stream = stream or sys.stderr
+    if json is None:
+        json = not stream.isatty()
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        numeric = logging.INFO
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    structlog.configure(
+        processors=[*shared, structlog.processors.format_exc_info, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(stream),
+        cache_logger_on_first_use=True,
+    )
+    # librdkafka's own log lines arrive through stdlib logging (see clients.py); render them alike.
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(processors=[
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer,
+    ], foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
+    # librdkafka reports every failed connection attempt; clients.py surfaces the same errors
+    # once, through error_cb, in the error that stops us. Its raw lines are for debugging only.
+    from transcoder.clients import RDKAFKA_LOGGER
+
+    logging.getLogger(RDKAFKA_LOGGER).setLevel(logging.DEBUG if numeric <= logging.DEBUG else logging.CRITICAL)
