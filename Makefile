@@ -11,7 +11,6 @@ venv: $(STAMP)
 # The venv is rebuilt when the declared or pinned dependencies change.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
 	touch $@
 

@@ -130,3 +130,12 @@ def read_topic(consumer_factory: Callable[..., Consumer], admin: AdminClient) ->
         return [m for p in sorted(by_part) for m in by_part[p]]
 
     return read
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
+    """Run the real `transcoder` command in a child process: real exit codes, real stderr."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "transcoder", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "TRANSCODER_LOG_LEVEL": "warning", **(env or {})})

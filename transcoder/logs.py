@@ -41,4 +41,6 @@ def configure(level: str = "info", *, stream: TextIO | None = None, json: bool |
     # once, through error_cb, in the error that stops us. Its raw lines are for debugging only.
     from transcoder.clients import RDKAFKA_LOGGER
 
+    # kafka-python (used for DescribeLogDirs) narrates every connection at INFO.
+    logging.getLogger("kafka").setLevel(max(numeric, logging.WARNING))
     logging.getLogger(RDKAFKA_LOGGER).setLevel(logging.DEBUG if numeric <= logging.DEBUG else logging.CRITICAL)

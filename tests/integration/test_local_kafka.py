@@ -1,0 +1,98 @@
+"""deploy/local/kafka's lifecycle on a second broker of its own: up from the cache, status, down, bad ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.conftest import run_cli
+
+
+def _java_processes_using(state_dir: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"kafka.Kafka" in cmdline and str(state_dir).encode() in cmdline:
+                pids.append(int(proc.name))
+    return pids
+
+
+def _path_without_maven(tmp_path: Path) -> str:
+    """A PATH holding java only: an `up` that needed Maven (the network) would fail."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "java").symlink_to(shutil.which("java"))
+    return str(bindir)
+
+
+def _round_trip(bootstrap: str) -> bytes | None:
+    """Create a topic (auto-creation is off), produce one record and read it back."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the creation completes
+    admin.create_topics([NewTopic("probe", 1, 1)])["probe"].result()
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce("probe", value=b"hello")
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["probe"])
+        for _ in range(60):
+            msg = c.poll(0.5)
+            if msg is not None and not msg.error():
+                return msg.value()
+        return None
+    finally:
+        c.close()
+
+
+def test_up_status_down_from_the_cache(kafka, tmp_path):
+    state = tmp_path / "lk"
+    env = {"TRANSCODER_LOCAL_KAFKA_DIR": str(state), "PATH": _path_without_maven(tmp_path)}
+    up = run_cli("local-kafka", "up", env=env)
+    try:
+        assert up.returncode == 0, up.stderr
+        bootstrap = up.stdout.strip().splitlines()[-1]
+        host, port = bootstrap.split(":")
+        assert host == "127.0.0.1" and int(port) > 0
+
+        status = run_cli("local-kafka", "status", env=env)
+        assert status.returncode == 0
+        fields = dict(line.split(" ", 1) for line in status.stdout.strip().splitlines())
+        assert fields["bootstrap"] == bootstrap
+        assert Path(fields["data_dir"]).joinpath("meta.properties").exists()
+        assert _round_trip(bootstrap) == b"hello"
+        assert len(_java_processes_using(state)) == 1
+    finally:
+        down = run_cli("local-kafka", "down", env=env)
+    assert down.returncode == 0, down.stderr
+    assert _java_processes_using(state) == []
+    assert run_cli("local-kafka", "status", env=env).returncode == 1
+
+
+def test_up_on_a_taken_port_is_one_line_and_leaves_nothing_running(tmp_path):
+    state = tmp_path / "lk"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = run_cli("local-kafka", "up", "--port", str(port), env={"TRANSCODER_LOCAL_KAFKA_DIR": str(state)})
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"port {port} on 127.0.0.1 is already in use" in lines[0]
+    assert _java_processes_using(state) == []
+    assert not (state / "state.json").exists()
+
+
+def test_down_without_a_broker_is_harmless(tmp_path):
+    proc = run_cli("local-kafka", "down", env={"TRANSCODER_LOCAL_KAFKA_DIR": str(tmp_path / "none")})
+    assert proc.returncode == 0
+    assert "no local broker was running" in proc.stderr
+    assert os.path.exists(tmp_path) and not (tmp_path / "none" / "state.json").exists()

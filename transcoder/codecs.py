@@ -1,0 +1,50 @@
+"""Kafka's compression codecs: names, record-batch attribute ids, and the levels a producer may ask for."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Codec = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+CODECS: tuple[Codec, ...] = ("none", "gzip", "snappy", "lz4", "zstd")
+
+#: The low three bits of a v2 record batch's attributes (Kafka's CompressionType ids).
+ATTRIBUTE_ID: dict[Codec, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+#: Levels librdkafka accepts in `compression.level` for each codec (it caps every codec at 12,
+#: so zstd 13..22 cannot be produced through librdkafka). None: the codec has no levels.
+LEVELS: dict[Codec, tuple[int, int] | None] = {
+    "none": None,
+    "gzip": (0, 9),
+    "snappy": None,
+    "lz4": (0, 12),
+    "zstd": (1, 12),
+}
+
+#: Produce request version that first allowed zstd (Kafka 2.1, KIP-110).
+ZSTD_MIN_PRODUCE_VERSION = 7
+
+
+def check_level(codec: Codec, level: int | None) -> None:
+    """Raise ValueError if `level` is not one librdkafka accepts for `codec`."""
+    if level is None:
+        return
+    bounds = LEVELS[codec]
+    if bounds is None:
+        raise ValueError(f"codec {codec} has no compression levels; remove `level`")
+    lo, hi = bounds
+    if not lo <= level <= hi:
+        raise ValueError(f"level {level} is outside {lo}..{hi}, the range librdkafka accepts for {codec}")
+
+
+def broker_recompresses(topic_compression_type: str, produced: Codec) -> bool:
+    """True when a topic's compression.type makes the broker recompress batches produced with `produced`.
+
+    The broker keeps a batch as produced only when the topic says `producer`, or names the same
+    codec (for `uncompressed`, no codec).
+    """
+    t = topic_compression_type.strip().lower()
+    if t == "producer":
+        return False
+    if t == "uncompressed":
+        return produced != "none"
+    return t != produced

@@ -1,0 +1,286 @@
+"""The config model: one YAML file plus TRANSCODER__* environment overrides, validated up front.
+
+This is the only module that reads the environment for configuration. Secrets (SASL
+passwords, TLS keys) are given as `${env:NAME}` or `${file:/path}` references, held as
+SecretStr, and revealed only in the dict handed to librdkafka.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from transcoder.codecs import Codec, check_level
+from transcoder.errors import ConfigError
+
+ENV_PREFIX = "TRANSCODER__"
+
+#: librdkafka properties that hold credentials: never inline, never logged, never exported.
+SECRET_PROPERTIES = frozenset({
+    "sasl.password",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.config",
+    "sasl.jaas.config",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl.keystore.password",
+    "ssl.truststore.password",
+})
+
+#: Properties transcoder sets itself on every client: a user value would break a guarantee.
+_OWNED_PROPERTIES = frozenset({
+    "enable.idempotence", "compression.type", "compression.codec", "compression.level",
+    "linger.ms", "queue.buffering.max.ms", "batch.size", "batch.num.messages", "group.id",
+    "enable.auto.commit", "enable.auto.offset.store", "partition.assignment.strategy",
+    "bootstrap.servers", "metadata.broker.list", "on_delivery", "error_cb", "stats_cb",
+})
+
+_REFERENCE = re.compile(r"\$\{(env|file):([^}]*)\}")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _resolve_references(value: str, where: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        kind, arg = m.group(1), m.group(2)
+        if kind == "env":
+            if arg not in os.environ:
+                raise ConfigError(f"{where}: environment variable {arg} is not set")
+            return os.environ[arg]
+        # ${file:/path} is the whole file; ${file:/path:key} one key of a properties file,
+        # as Kafka's FileConfigProvider reads it.
+        path, sep, key = arg.rpartition(":")
+        if not sep:
+            path, key = arg, ""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"{where}: cannot read secret file {path}: {exc.strerror}") from exc
+        if not key:
+            return text.strip()
+        for line in text.splitlines():
+            k, sep, v = line.partition("=")
+            if sep and k.strip() == key:
+                return v.strip()
+        raise ConfigError(f"{where}: no key {key!r} in {path}")
+
+    return _REFERENCE.sub(sub, value)
+
+
+class Cluster(_Model):
+    """A Kafka cluster and the librdkafka properties to reach it (security.protocol, sasl.*, ssl.*)."""
+
+    bootstrap_servers: str = Field(min_length=1)
+    config: dict[str, str | int | float | bool | SecretStr] = Field(default_factory=dict)
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _secrets(cls, raw: Any) -> Any:
+        if not isinstance(raw, Mapping):
+            return raw
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            key = str(key)
+            if key in _OWNED_PROPERTIES:
+                raise ValueError(f"{key} is set by transcoder itself; remove it from cluster.config")
+            if isinstance(value, str):
+                is_ref = bool(_REFERENCE.search(value))
+                if key in SECRET_PROPERTIES and not is_ref:
+                    raise ValueError(
+                        f"{key} is a secret and must not be inline: use ${{env:VAR}} or ${{file:/path}}"
+                    )
+                value = _resolve_references(value, f"cluster.config.{key}")
+            out[key] = SecretStr(str(value)) if key in SECRET_PROPERTIES else value
+        return out
+
+    def librdkafka(self) -> dict[str, Any]:
+        """Properties for a confluent-kafka client, secrets revealed. Never log this dict."""
+        conf = {k: (v.get_secret_value() if isinstance(v, SecretStr) else v) for k, v in self.config.items()}
+        conf["bootstrap.servers"] = self.bootstrap_servers
+        return conf
+
+    def redacted(self) -> dict[str, Any]:
+        """The same properties with every secret shown as '***': safe to log and print."""
+        return {"bootstrap.servers": self.bootstrap_servers,
+                **{k: ("***" if isinstance(v, SecretStr) else v) for k, v in self.config.items()}}
+
+
+class Batch(_Model):
+    """Re-batching of a destination producer (librdkafka batch.size, batch.num.messages, linger.ms)."""
+
+    max_bytes: PositiveInt = 1_048_576
+    max_records: int = Field(default=100_000, ge=1, le=1_000_000)
+    linger_ms: int = Field(default=500, ge=0, le=900_000)
+
+
+_TEMPLATE_FIELDS = {"source", "codec", "level"}
+
+
+class Destination(_Model):
+    codec: Codec
+    level: int | None = None
+    topic: str | None = None
+    batch: Batch = Field(default_factory=Batch)
+    #: Accept an existing destination whose compression.type makes the broker recompress.
+    allow_broker_recompression: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> Destination:
+        check_level(self.codec, self.level)
+        if self.topic is not None:
+            fields = set(re.findall(r"\{(\w*)\}", self.topic))
+            if not fields <= _TEMPLATE_FIELDS:
+                raise ValueError(f"topic template {self.topic!r} may use only {{source}}, {{codec}}, {{level}}")
+            if "level" in fields and self.level is None:
+                raise ValueError(f"topic template {self.topic!r} uses {{level}} but no level is set")
+        return self
+
+    @property
+    def label(self) -> str:
+        """codec, or codec-level: how this destination is named in topics, groups and metrics."""
+        return self.codec if self.level is None else f"{self.codec}-{self.level}"
+
+    def topic_for(self, source: str) -> str:
+        if self.topic is None:
+            return f"{source}.{self.label}"
+        return self.topic.format(source=source, codec=self.codec, level=self.level)
+
+
+class Route(_Model):
+    source: str | None = None
+    source_pattern: str | None = None
+    destinations: list[Destination] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Route:
+        if (self.source is None) == (self.source_pattern is None):
+            raise ValueError("give exactly one of source or source_pattern")
+        if self.source_pattern is not None:
+            try:
+                re.compile(self.source_pattern)
+            except re.error as exc:
+                raise ValueError(f"source_pattern {self.source_pattern!r} is not a regex: {exc}") from exc
+        return self
+
+
+class Errors(_Model):
+    tolerance: Literal["none", "all"] = "none"
+    dlq_topic: str | None = None
+
+    @model_validator(mode="after")
+    def _dlq(self) -> Errors:
+        if self.tolerance == "all" and not self.dlq_topic:
+            raise ValueError("tolerance all needs a dlq_topic, or failed records would be dropped")
+        return self
+
+
+class Metrics(_Model):
+    port: int = Field(default=9308, ge=0, le=65535)  # 0: no HTTP endpoint
+    host: str = "0.0.0.0"
+
+
+class Config(_Model):
+    cluster: Cluster
+    destination_cluster: Cluster | None = None
+    group_id: str = Field(default="transcoder", min_length=1)
+    lanes: Literal["isolated", "shared"] = "isolated"
+    start: Literal["earliest", "latest"] | datetime = "earliest"
+    routes: list[Route] = Field(min_length=1)
+    errors: Errors = Field(default_factory=Errors)
+    metrics: Metrics = Field(default_factory=Metrics)
+    #: Backpressure: stop fetching while this many record bytes wait for acknowledgement, per lane.
+    max_in_flight_bytes: PositiveInt = 64 * 1024 * 1024
+    #: How often acknowledged offsets are committed.
+    commit_interval_ms: int = Field(default=1000, ge=50)
+    #: On SIGTERM, how long to wait for in-flight records before giving up (nothing is committed past them).
+    shutdown_timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, v: Any) -> Any:
+        if isinstance(v, datetime) and v.tzinfo is None:
+            raise ValueError("a start timestamp needs a time zone, e.g. 2026-01-01T00:00:00Z")
+        return v
+
+    @property
+    def target_cluster(self) -> Cluster:
+        return self.destination_cluster or self.cluster
+
+
+def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """TRANSCODER__CLUSTER__BOOTSTRAP_SERVERS=x sets cluster.bootstrap_servers; values parse as YAML."""
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+        if not path:
+            continue
+        node: Any = raw
+        for i, part in enumerate(path[:-1]):
+            key: Any = int(part) if isinstance(node, list) and part.isdigit() else part
+            try:
+                node = node[key] if isinstance(node, list) else node.setdefault(key, {})
+            except (IndexError, AttributeError) as exc:
+                raise ConfigError(f"{name}: no {'.'.join(path[:i + 1])} to override") from exc
+        last: Any = int(path[-1]) if isinstance(node, list) and path[-1].isdigit() else path[-1]
+        try:
+            node[last] = yaml.safe_load(environ[name])
+        except (IndexError, TypeError) as exc:
+            raise ConfigError(f"{name}: no {'.'.join(path)} to override") from exc
+    return raw
+
+
+def _one_line(exc: ValidationError, source: str) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return f"{source}: " + "; ".join(parts)
+
+
+def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None = None) -> Config:
+    """Validate a config mapping (after env overrides); ConfigError with every problem on one line."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the config must be a YAML mapping, not {type(raw).__name__}")
+    raw = _apply_env(raw, os.environ if environ is None else environ)
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, source)) from None
+
+
+def load(path: Path, *, environ: Mapping[str, str] | None = None) -> Config:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}:{at} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return parse(raw, source=str(path), environ=environ)

@@ -1,0 +1,406 @@
+"""One lane: a consumer feeding one producer per target; commits only what every target acknowledged.
+
+The loop runs in one thread. Delivery callbacks and rebalance callbacks run inside that
+thread's poll calls, so lane state needs no locks; other threads only read snapshots.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from transcoder import routes
+from transcoder.clients import client_config
+from transcoder.config import Config
+from transcoder.errors import DeliveryError, TranscoderError
+from transcoder.ledger import Ledger
+from transcoder.metrics import LaneMetrics
+
+log = structlog.get_logger("transcoder.lane")
+
+#: Headers a dead-letter record carries, after its own (named like Kafka Connect's __connect.errors.*).
+DLQ_HEADERS = ("__transcoder.errors.topic", "__transcoder.errors.partition", "__transcoder.errors.offset",
+               "__transcoder.errors.destination", "__transcoder.errors.reason")
+
+_CONSUME_BATCH = 2000
+_LARGEST_RECORD = 64 * 1024 * 1024  # producer-side bound; the broker's max.message.bytes applies to the batch
+
+
+def consumer_config(config: Config, lane: routes.Lane) -> dict[str, Any]:
+    start = config.start if isinstance(config.start, str) else "earliest"
+    return client_config(config.cluster.librdkafka(), **{
+        "group.id": lane.group_id,
+        "client.id": f"transcoder-{lane.name}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": start,
+        "partition.assignment.strategy": "cooperative-sticky",
+        # Aborted transactions are not copied; what the source's readers see is what is copied.
+        "isolation.level": "read_committed",
+        # Bounded prefetch: memory stays bounded even when every target is slow.
+        "queued.max.messages.kbytes": 32 * 1024,
+    })
+
+
+def producer_config(config: Config, lane: routes.Lane, target: routes.Target,
+                    on_delivery: Callable[[KafkaError | None, Message], None]) -> dict[str, Any]:
+    d = target.destination
+    extra: dict[str, Any] = {
+        "client.id": f"transcoder-{lane.name}-{target.name}" if lane.name != target.name else f"transcoder-{target.name}",
+        "enable.idempotence": True,  # order within a partition holds across retries
+        "compression.type": d.codec,
+        "linger.ms": d.batch.linger_ms,
+        "batch.size": d.batch.max_bytes,
+        "batch.num.messages": d.batch.max_records,
+        "message.max.bytes": max(_LARGEST_RECORD, d.batch.max_bytes + 65536),
+        # The lane pauses its consumer at max_in_flight_bytes; the queue only has to be larger.
+        "queue.buffering.max.kbytes": min(2 * config.max_in_flight_bytes // 1024 + 1024, 2**31 - 1),
+        "queue.buffering.max.messages": 10_000_000,
+        "on_delivery": on_delivery,
+    }
+    if d.level is not None:
+        extra["compression.level"] = d.level
+    return client_config(config.target_cluster.librdkafka(), **extra)
+
+
+@dataclass
+class LaneStatus:
+    """A snapshot for health checks and /status; written by the lane thread, read by others."""
+
+    name: str
+    state: str = "starting"  # starting | running | caught-up | stopped | failed
+    error: str | None = None
+    assigned: list[tuple[str, int]] = field(default_factory=list)
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    records: int = 0
+    dead_lettered: int = 0
+    last_loop: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Failure:
+    source: tuple[str, int]
+    offset: int
+    destination: str
+    code: str  # Kafka's error name, e.g. MSG_SIZE_TOO_LARGE: the metrics label
+    reason: str
+    message: Message | None  # the record as produced, for the dead-letter copy
+
+
+class Lane:
+    def __init__(self, spec: routes.Lane, config: Config, metrics: LaneMetrics,
+                 end_offsets: dict[tuple[str, int], tuple[int, int]] | None = None) -> None:
+        self.spec = spec
+        self.config = config
+        self.metrics = metrics
+        self.status = LaneStatus(name=spec.name)
+        #: source partition -> (low, high) watermarks seen at start, for --until-caught-up
+        self.end_offsets = end_offsets
+        self.ledger = Ledger({s: tuple(t.topic_for(s) for t in spec.targets_for(s)) for s in spec.sources})
+        self.source_of = {t.topic_for(s): s for t in spec.targets for s in t.sources}
+        self._failures: list[_Failure] = []
+        self._revoke_error: BaseException | None = None
+        self.consumer = Consumer(consumer_config(config, spec))
+        self.producers: list[Producer] = []
+        #: source topic -> [(produce, destination topic)]
+        self.routes: dict[str, list[tuple[Callable[..., None], str]]] = {s: [] for s in spec.sources}
+        for target in spec.targets:
+            p = Producer(producer_config(config, spec, target, self._on_delivery))
+            self.producers.append(p)
+            for s in target.sources:
+                self.routes[s].append((p.produce, target.topic_for(s)))
+        self.dlq: Producer | None = None
+        if config.errors.tolerance == "all":
+            self.dlq = Producer(client_config(config.target_cluster.librdkafka(), **{
+                "client.id": f"transcoder-{spec.name}-dlq", "enable.idempotence": True,
+                "compression.type": "zstd", "message.max.bytes": _LARGEST_RECORD + 65536,
+                "linger.ms": 50,
+            }))
+        self._assigned: set[tuple[str, int]] = set()
+        self._last_committed: dict[tuple[str, int], int] = {}
+        self._paused = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ callbacks (loop thread)
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        dest, partition = msg.topic(), msg.partition()
+        offset = self.ledger.acked(dest, partition)
+        if err is not None:
+            source = (self.source_of[dest], partition)
+            self.ledger.hold(source, offset)  # never commit past a record that failed
+            self._failures.append(_Failure(source, offset, dest, err.name(), err.str(), msg))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(p.topic, p.partition) for p in partitions]
+        self._assigned.update(tps)
+        if isinstance(self.config.start, datetime) and partitions:
+            self._seek_to_start_time(consumer, partitions)
+        self.status.assigned = sorted(self._assigned)
+        log.info("partitions_assigned", lane=self.spec.name, partitions=_fmt(tps))
+
+    def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions this group never committed start at the configured timestamp."""
+        assert isinstance(self.config.start, datetime)
+        committed = consumer.committed(partitions, timeout=30)
+        fresh = [TopicPartition(p.topic, p.partition, int(self.config.start.timestamp() * 1000))
+                 for p in committed if p.offset == OFFSET_INVALID]
+        if not fresh:
+            return
+        found = {(p.topic, p.partition): p.offset for p in consumer.offsets_for_times(fresh, timeout=30)}
+        for p in partitions:  # the assignment is applied with these offsets when the callback returns
+            if (p.topic, p.partition) in found:
+                p.offset = found[(p.topic, p.partition)]
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(p.topic, p.partition) for p in partitions]
+        try:
+            self._drain(self.config.shutdown_timeout_s)
+            self._commit(tps)
+        except BaseException as exc:  # raised again from the loop, never lost inside librdkafka
+            self._revoke_error = exc
+        self.ledger.forget(tps)
+        self._assigned.difference_update(tps)
+        self.status.assigned = sorted(self._assigned)
+        log.info("partitions_revoked", lane=self.spec.name, partitions=_fmt(tps))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(p.topic, p.partition) for p in partitions]
+        self.ledger.forget(tps)
+        self._assigned.difference_update(tps)
+        self.status.assigned = sorted(self._assigned)
+        log.warning("partitions_lost", lane=self.spec.name, partitions=_fmt(tps))
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, stop: threading.Event, *, until_caught_up: bool = False) -> None:
+        """Copy until `stop` is set (or, with until_caught_up, until every start end offset is committed)."""
+        log.info("lane_started", lane=self.spec.name, group_id=self.spec.group_id, sources=list(self.spec.sources),
+                 destinations=[f"{t.name} ({t.destination.label})" for t in self.spec.targets])
+        self.status.state = "running"
+        interval = self.config.commit_interval_ms / 1000
+        next_commit = time.monotonic() + interval
+        next_progress = time.monotonic() + 30
+        try:
+            self.consumer.subscribe(list(self.spec.sources), on_assign=self._on_assign,
+                                    on_revoke=self._on_revoke, on_lost=self._on_lost)
+            while not stop.is_set():
+                msgs = self.consumer.consume(_CONSUME_BATCH, timeout=0.2)
+                if self._revoke_error is not None:
+                    raise self._revoke_error
+                if msgs:
+                    self._copy(msgs)
+                self._poll_producers(0)
+                self._handle_failures()
+                self._backpressure()
+                now = time.monotonic()
+                self.status.last_loop = now
+                if now >= next_commit:
+                    self._commit(self._assigned)
+                    next_commit = now + interval
+                    if until_caught_up and self._caught_up():
+                        self.status.state = "caught-up"
+                        log.info("lane_caught_up", lane=self.spec.name, records=self.status.records)
+                        break
+                if now >= next_progress:
+                    log.info("lane_progress", lane=self.spec.name, records=self.status.records,
+                             in_flight_bytes=self.ledger.in_flight_bytes, paused=self._paused)
+                    next_progress = now + 30
+            self._shutdown()
+        except BaseException as exc:
+            self.status.state = "failed"
+            self.status.error = str(exc)
+            self._shutdown(failed=True)
+            raise
+        if self.status.state == "running":
+            self.status.state = "stopped"
+        log.info("lane_stopped", lane=self.spec.name, state=self.status.state, records=self.status.records)
+
+    def _copy(self, msgs: list[Message]) -> None:
+        ledger = self.ledger
+        routes_of = self.routes
+        n = 0
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                self._consumer_error(err)
+                continue
+            topic = m.topic()
+            partition = m.partition()
+            offset = m.offset()
+            key = m.key()
+            value = m.value()
+            headers = m.headers()
+            ts_type, ts = m.timestamp()
+            if ts_type == TIMESTAMP_NOT_AVAILABLE:
+                ts = 0
+            size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            for produce, dest in routes_of[topic]:
+                q = ledger.queue(dest, partition)
+                while True:
+                    try:
+                        produce(dest, value, key, partition, timestamp=ts, headers=headers)
+                    except BufferError:
+                        self._poll_producers(0.05)  # the local queue is full: wait for deliveries
+                        continue
+                    except KafkaException as exc:
+                        ledger.hold((topic, partition), offset)
+                        e = exc.args[0]
+                        self._failures.append(_Failure((topic, partition), offset, dest, e.name(), e.str(), m))
+                    else:
+                        ledger.sent(q, offset, size)
+                    break
+            ledger.consumed((topic, partition), offset)
+            n += 1
+        self.status.records += n
+        self.metrics.records(n)
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                         KafkaError.GROUP_AUTHORIZATION_FAILED):
+            raise TranscoderError(f"lane {self.spec.name}: consumer error: {err.str()}")
+        log.warning("consumer_error", lane=self.spec.name, error=err.str())
+
+    def _poll_producers(self, timeout: float) -> None:
+        for p in self.producers:
+            p.poll(timeout)
+        if self.dlq is not None:
+            self.dlq.poll(0)
+
+    def _backpressure(self) -> None:
+        limit = self.config.max_in_flight_bytes
+        inflight = self.ledger.in_flight_bytes
+        if not self._paused and inflight > limit:
+            self.consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
+            self._paused = True
+            self.metrics.backpressure()
+        elif self._paused and inflight <= limit // 2:
+            self.consumer.resume([TopicPartition(t, p) for t, p in self._assigned])
+            self._paused = False
+        if self._paused:
+            self._poll_producers(0.05)
+
+    # ------------------------------------------------------------------ failures
+    def _handle_failures(self) -> None:
+        while self._failures:
+            f = self._failures.pop(0)
+            where = f"{f.source[0]} [{f.source[1]}] offset {f.offset}"
+            self.metrics.error(f.code)
+            if self.dlq is None:
+                raise DeliveryError(f"lane {self.spec.name}: record {where} could not be written to "
+                                    f"{f.destination}: {f.reason} (errors.tolerance=none)")
+            self._dead_letter(f, where)
+
+    def _dead_letter(self, f: _Failure, where: str) -> None:
+        assert self.dlq is not None and self.config.errors.dlq_topic
+        msg = f.message
+        headers = list(msg.headers() or []) if msg is not None else []
+        headers += list(zip(DLQ_HEADERS, (f.source[0].encode(), str(f.source[1]).encode(), str(f.offset).encode(),
+                                          f.destination.encode(), f.reason.encode()), strict=True))
+        ts_type, ts = msg.timestamp() if msg is not None else (TIMESTAMP_NOT_AVAILABLE, 0)
+
+        def delivered(err: KafkaError | None, _m: Message) -> None:
+            if err is not None:
+                # The record is in neither its destination nor the DLQ: stop, and never commit past it.
+                self._revoke_error = DeliveryError(f"lane {self.spec.name}: record {where} failed for "
+                                                   f"{f.destination} ({f.reason}) and could not be written to "
+                                                   f"the DLQ {self.config.errors.dlq_topic}: {err.str()}")
+                return
+            self.ledger.release(f.source, f.offset)
+            self.status.dead_lettered += 1
+            self.metrics.dead_lettered()
+
+        self.dlq.produce(self.config.errors.dlq_topic, msg.value() if msg else None, msg.key() if msg else None,
+                         timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=headers,
+                         on_delivery=delivered)
+        log.warning("record_dead_lettered", lane=self.spec.name, record=where, destination=f.destination,
+                    reason=f.reason, dlq_topic=self.config.errors.dlq_topic)
+
+    # ------------------------------------------------------------------ commits
+    def _commit(self, tps: Iterable[tuple[str, int]]) -> None:
+        tps = list(tps)
+        if not tps:
+            return
+        positions = {(p.topic, p.partition): p.offset
+                     for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])}
+        offsets = []
+        for tp in tps:
+            pos = positions.get(tp)
+            off = self.ledger.committable(tp, pos if pos is not None and pos >= 0 else None)
+            if off is not None and off > self._last_committed.get(tp, -1):
+                offsets.append(TopicPartition(tp[0], tp[1], off))
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal():
+                raise
+            # A rebalance in progress or a coordinator move: the next commit covers these offsets.
+            log.warning("commit_failed", lane=self.spec.name, error=err.str())
+            return
+        for p in offsets:
+            self._last_committed[(p.topic, p.partition)] = p.offset
+        self.status.committed = dict(self._last_committed)
+
+    def _caught_up(self) -> bool:
+        if not self.end_offsets:
+            return False
+        for tp, (low, high) in self.end_offsets.items():
+            if high > low and self._last_committed.get(tp, -1) < high:
+                return False
+        return True
+
+    def _drain(self, timeout: float) -> None:
+        """Wait for every produced record's delivery report (bounded by `timeout`)."""
+        deadline = time.monotonic() + timeout
+        for p in self.producers:
+            p.flush(max(0.0, deadline - time.monotonic()))
+        if self.dlq is not None:
+            self.dlq.flush(max(0.0, deadline - time.monotonic()))
+        self._handle_failures()
+        if self.dlq is not None:
+            self.dlq.flush(max(0.0, deadline - time.monotonic()))
+
+    def _shutdown(self, failed: bool = False) -> None:
+        """Stop consuming, deliver what is in flight, commit what was acknowledged, leave the group."""
+        if self._closed:
+            return
+        try:
+            if not failed:
+                self._drain(self.config.shutdown_timeout_s)
+            else:
+                for p in self.producers:
+                    p.flush(self.config.shutdown_timeout_s)
+            self._commit(self._assigned)
+        except TranscoderError:
+            if not failed:
+                raise
+        finally:
+            outstanding = self.ledger.outstanding(self._assigned)
+            if outstanding:
+                log.warning("lane_stopped_with_records_in_flight", lane=self.spec.name, records=outstanding,
+                            note="not committed: they are copied again on restart")
+            self._closed = True
+            self.consumer.close()
+
+
+def _fmt(tps: Iterable[tuple[str, int]]) -> list[str]:
+    return [f"{t}[{p}]" for t, p in tps]

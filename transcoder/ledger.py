@@ -1,0 +1,97 @@
+"""Which source offsets are safe to commit: every destination has acknowledged every record before them.
+
+Pure bookkeeping, no Kafka. It relies on one property of idempotent producers: delivery
+reports of one destination partition arrive in the order the records were produced. So each
+(destination topic, partition) keeps a FIFO of the source offsets it still owes, and an
+acknowledgement pops its head.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+TopicPartition = tuple[str, int]
+
+
+class Ledger:
+    def __init__(self, destinations_of: dict[str, tuple[str, ...]]) -> None:
+        #: source topic -> destination topics it is copied to
+        self.destinations_of = destinations_of
+        #: (destination topic, partition) -> source offsets and sizes produced, not yet acknowledged
+        self.pending: dict[TopicPartition, deque[tuple[int, int]]] = {}
+        #: source (topic, partition) -> the offset after the last record consumed
+        self.next_offset: dict[TopicPartition, int] = {}
+        #: source (topic, partition) -> offsets held by side deliveries (dead-letter records)
+        self.held: dict[TopicPartition, dict[int, int]] = {}
+        self.in_flight_bytes = 0
+
+    def queue(self, dest_topic: str, partition: int) -> deque[tuple[int, int]]:
+        """The FIFO of one destination partition (created on first use)."""
+        q = self.pending.get((dest_topic, partition))
+        if q is None:
+            q = self.pending[(dest_topic, partition)] = deque()
+        return q
+
+    def sent(self, q: deque[tuple[int, int]], offset: int, size: int) -> None:
+        q.append((offset, size))
+        self.in_flight_bytes += size
+
+    def acked(self, dest_topic: str, partition: int) -> int:
+        """Record one delivery report of a destination partition; return its source offset."""
+        offset, size = self.pending[(dest_topic, partition)].popleft()
+        self.in_flight_bytes -= size
+        return offset
+
+    def consumed(self, source: TopicPartition, offset: int) -> None:
+        self.next_offset[source] = offset + 1
+
+    def hold(self, source: TopicPartition, offset: int) -> None:
+        """Keep `offset` uncommitted until `release` (e.g. while its dead-letter copy is in flight)."""
+        h = self.held.setdefault(source, {})
+        h[offset] = h.get(offset, 0) + 1
+
+    def release(self, source: TopicPartition, offset: int) -> None:
+        h = self.held[source]
+        h[offset] -= 1
+        if not h[offset]:
+            del h[offset]
+
+    def committable(self, source: TopicPartition, position: int | None = None) -> int | None:
+        """The offset to commit for `source`: the oldest unacknowledged record, or the consumed end.
+
+        `position` (the consumer's own next offset) may be past the last record seen, when the
+        log has transaction markers or compacted gaps; it is used when nothing is outstanding.
+        """
+        nxt = self.next_offset.get(source)
+        if nxt is None:
+            return None
+        candidates = [nxt if position is None else max(nxt, position)]
+        topic, partition = source
+        for dest in self.destinations_of.get(topic, ()):
+            q = self.pending.get((dest, partition))
+            if q:
+                candidates.append(q[0][0])
+        held = self.held.get(source)
+        if held:
+            candidates.append(min(held))
+        return min(candidates)
+
+    def outstanding(self, sources: Iterable[TopicPartition]) -> int:
+        """Records of these source partitions not yet acknowledged by every destination."""
+        n = 0
+        for topic, partition in sources:
+            for dest in self.destinations_of.get(topic, ()):
+                n += len(self.pending.get((dest, partition), ()))
+            n += sum(self.held.get((topic, partition), {}).values())
+        return n
+
+    def forget(self, sources: Iterable[TopicPartition]) -> None:
+        """Drop the state of partitions this consumer no longer owns (revoked or lost)."""
+        for topic, partition in sources:
+            self.next_offset.pop((topic, partition), None)
+            self.held.pop((topic, partition), None)
+            for dest in self.destinations_of.get(topic, ()):
+                q = self.pending.pop((dest, partition), None)
+                if q:
+                    self.in_flight_bytes -= sum(size for _, size in q)
