@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv kafka-jars test unit lint demo clean
+.PHONY: venv kafka-jars test unit demo clean
 
 venv: $(STAMP)
 
@@ -21,6 +21,11 @@ kafka-jars: venv
 # The whole suite: unit tests, then integration tests against a real broker the session starts.
 test: venv kafka-jars
 	$(BIN)/python -m pytest
+
+# Start a local Kafka, seed 250 MB of nginx access logs, copy them into one topic per codec,
+# print the measured comparison and stop the broker.
+demo: venv kafka-jars
+	$(BIN)/transcoder demo
 
 unit: venv
 	$(BIN)/python -m pytest tests/unit

@@ -313,3 +313,28 @@ def run(config_path: Path, until_caught_up: bool) -> None:
              until_caught_up=until_caught_up)
     service.run(until_caught_up=until_caught_up)
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
+
+
+# ---------------------------------------------------------------- demo
+@main.command()
+@click.option("--kind", default="nginx", show_default=True, help="Generator to seed the source topic with.")
+@click.option("--bytes", "size", type=ByteSize(), default="250MB", show_default=True,
+              help="Uncompressed bytes to seed.")
+@click.option("--partitions", type=int, default=3, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
+              show_default=True)
+def demo(kind: str, size: int, partitions: int, fmt: str) -> None:
+    """Start a local Kafka, seed realistic data, copy it into one topic per codec, print the comparison."""
+    from rich.console import Console
+
+    from transcoder import demo as demo_mod
+    from transcoder import report
+
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+    rows = demo_mod.run(kind=kind, size_bytes=size, partitions=partitions, state_dir=None, console=err)
+    if fmt == "markdown":
+        click.echo(report.markdown(rows))
+    elif fmt == "json":
+        click.echo(report.as_json(rows))
+    else:
+        Console(width=None if sys.stdout.isatty() else 160).print(report.table(rows))
