@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -41,6 +42,19 @@ class Cluster:
                 if line.startswith("baseOffset:"):
                     batches.append(dict(re.findall(r"(\w+): (\S+)", line)))
         return batches
+
+
+    def throttle_producer(self, client_id: str, bytes_per_second: int | None) -> None:
+        """Set (or, with None, remove) a broker quota on a producer client.id, with Kafka's ConfigCommand."""
+        if self.local is None:
+            pytest.skip("throttling a client needs the session's own broker")
+        st = self.local.state()
+        assert st is not None
+        change = (["--add-config", f"producer_byte_rate={bytes_per_second}"] if bytes_per_second
+                  else ["--delete-config", "producer_byte_rate"])
+        subprocess.run(["java", "-cp", st.classpath, "kafka.admin.ConfigCommand", "--bootstrap-server",
+                        self.bootstrap, "--alter", *change, "--entity-type", "clients", "--entity-name", client_id],
+                       check=True, capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -134,7 +148,6 @@ def read_topic(consumer_factory: Callable[..., Consumer], admin: AdminClient) ->
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
     """Run the real `transcoder` command in a child process: real exit codes, real stderr."""
-    import subprocess
     import sys
 
     return subprocess.run([sys.executable, "-m", "transcoder", *args], capture_output=True, text=True,

@@ -1,0 +1,325 @@
+"""The transcoding service against the real broker: fidelity, stored codecs, failures, restarts, lanes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+import yaml
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
+from confluent_kafka.admin import ConfigResource
+
+from tests.conftest import run_cli
+from transcoder import config as cfg
+from transcoder.codecs import CODECS
+from transcoder.errors import DeliveryError, TopicError
+from transcoder.service import Service
+
+PARTITIONS = 4
+
+
+def make_config(kafka, routes, **extra) -> cfg.Config:
+    raw = {"cluster": {"bootstrap_servers": kafka.bootstrap}, "group_id": f"t-{time.monotonic_ns()}",
+           "routes": routes, "metrics": {"port": 0}, "commit_interval_ms": 200, **extra}
+    return cfg.parse(raw, environ={})
+
+
+def write_config(tmp_path, kafka, routes, **extra) -> str:
+    raw = {"cluster": {"bootstrap_servers": kafka.bootstrap}, "group_id": f"t-{time.monotonic_ns()}",
+           "routes": routes, "metrics": {"port": 0}, "commit_interval_ms": 200, **extra}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def fingerprint(m) -> tuple:
+    return (m.partition(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+
+
+def produce_mixed(producer_factory, topic: str, n: int, *, keyed_only: bool = False,
+                  partitions: int = PARTITIONS, incompressible: bool = True) -> None:
+    """Records that exercise every fidelity rule: null and empty keys and values, repeated and
+    null-valued headers, explicit partitions and timestamps, a few large values."""
+    p = producer_factory(**{"linger.ms": 5, "enable.idempotence": True, "message.max.bytes": 2_000_000})
+    base_ts = int(time.time() * 1000) - 3_600_000
+    for i in range(n):
+        key = f"entity-{i % 97}".encode() if keyed_only or i % 5 else (None if i % 10 == 0 else b"")
+        if keyed_only and i % 9 == 0:
+            value = None  # a tombstone
+        elif i % 13 == 0:
+            value = b""
+        elif incompressible and i % 500 == 7:
+            value = os.urandom(300_000)  # incompressible and large
+        else:
+            value = f'{{"n":{i},"msg":"GET /api/v1/items/{i % 311} 200","pad":"{"x" * (i % 200)}"}}'.encode()
+        headers = None
+        if i % 3 == 0:
+            headers = [("trace", f"{i:08x}".encode()), ("tag", b"a"), ("tag", b"b"), ("empty", None)]
+        p.produce(topic, value=value, key=key, partition=i % partitions, timestamp=base_ts + i, headers=headers)
+    assert p.flush(60) == 0
+
+
+def test_every_codec_copies_every_record_exactly(kafka, topic_factory, producer_factory, read_topic, admin):
+    plain = topic_factory(partitions=PARTITIONS)
+    compacted = topic_factory(partitions=PARTITIONS, config={"cleanup.policy": "compact",
+                                                            "min.cleanable.dirty.ratio": "0.9"})
+    appended = topic_factory(partitions=PARTITIONS, config={"message.timestamp.type": "LogAppendTime"})
+    produce_mixed(producer_factory, plain, 3000)
+    produce_mixed(producer_factory, compacted, 2000, keyed_only=True)
+    produce_mixed(producer_factory, appended, 1000)
+
+    destinations = [{"codec": c} for c in CODECS] + [{"codec": "zstd", "level": 9}, {"codec": "gzip", "level": 1}]
+    conf = make_config(kafka, [{"source": t, "destinations": destinations} for t in (plain, compacted, appended)])
+    Service(conf).run(until_caught_up=True)
+
+    for source in (plain, compacted, appended):
+        want = read_topic(source)
+        for d in conf.routes[0].destinations:
+            dest = d.topic_for(source)
+            got = read_topic(dest)
+            assert len(got) == len(want), dest
+            for w, g in zip(want, got, strict=True):  # partition by partition, in offset order
+                assert fingerprint(g) == fingerprint(w), f"{dest} [{g.partition()}] offset {g.offset()}"
+                assert g.offset() == w.offset()
+                assert g.timestamp()[0] == TIMESTAMP_CREATE_TIME
+            md = admin.list_topics(dest, timeout=10).topics[dest]
+            assert len(md.partitions) == PARTITIONS
+
+    # Destination topic configs follow the source's, with compression.type=producer.
+    res = ConfigResource(ConfigResource.Type.TOPIC, conf.routes[1].destinations[4].topic_for(compacted))
+    got_cfg = admin.describe_configs([res])[res].result()
+    assert got_cfg["cleanup.policy"].value == "compact"
+    assert got_cfg["min.cleanable.dirty.ratio"].value == "0.9"
+    assert got_cfg["compression.type"].value == "producer"
+    res = ConfigResource(ConfigResource.Type.TOPIC, conf.routes[2].destinations[0].topic_for(appended))
+    assert admin.describe_configs([res])[res].result()["message.timestamp.type"].value == "CreateTime"
+
+
+def test_destination_batches_are_stored_with_the_configured_codec(kafka, topic_factory, producer_factory):
+    source = topic_factory(partitions=2)
+    # Compressible records only: librdkafka sends a batch uncompressed when compressing would
+    # not make it smaller, which is the producer's choice, not the broker's recompression.
+    produce_mixed(producer_factory, source, 4000, partitions=2, incompressible=False)
+    destinations = [{"codec": c, "batch": {"max_bytes": 262144, "linger_ms": 50}} for c in CODECS]
+    destinations.append({"codec": "zstd", "level": 12})
+    conf = make_config(kafka, [{"source": source, "destinations": destinations}])
+    Service(conf).run(until_caught_up=True)
+    for d in conf.routes[0].destinations:
+        for partition in range(2):
+            batches = kafka.stored_batches(d.topic_for(source), partition)
+            assert sum(int(b["count"]) for b in batches) == 2000
+            assert {b["compresscodec"] for b in batches} == {d.codec}, d.topic_for(source)
+            # Idempotent producer: every batch carries a producer id and sequence.
+            assert all(int(b["producerId"]) >= 0 for b in batches)
+
+
+def test_conflicting_destination_compression_type_is_refused(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=2)
+    topic_factory(partitions=2, config={"compression.type": "gzip"}, name=f"{source}.zstd")
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "zstd"}]}])
+    proc = run_cli("run", "--config", path, "--until-caught-up")
+    assert proc.returncode == 1
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"destination {source}.zstd has compression.type=gzip" in line
+    assert "compression.type=producer" in line and "allow_broker_recompression" in line
+
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [
+        {"codec": "zstd", "allow_broker_recompression": True}]}])
+    proc = run_cli("validate", "--config", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "every pre-flight check passed" in proc.stdout
+
+
+def test_destination_with_other_partition_count_is_refused(kafka, topic_factory):
+    source = topic_factory(partitions=3)
+    topic_factory(partitions=1, name=f"{source}.lz4")
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}])
+    with pytest.raises(TopicError, match=rf"destination {source}.lz4 has 1 partitions but its source .* has 3"):
+        Service(conf).run(until_caught_up=True)
+
+
+def test_missing_source_and_bad_config_are_clear_errors(kafka, tmp_path):
+    path = write_config(tmp_path, kafka, [{"source": "no-such-topic", "destinations": [{"codec": "zstd"}]}])
+    proc = run_cli("run", "--config", path)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == "transcoder: error: source topic no-such-topic does not exist"
+
+    path = write_config(tmp_path, kafka, [{"source": "t", "destinations": [{"codec": "brotli"}]}])
+    proc = run_cli("validate", "--config", path)
+    assert proc.returncode == 2
+    assert "routes.0.destinations.0.codec: Input should be 'none', 'gzip', 'snappy', 'lz4' or 'zstd'" in proc.stderr
+
+    proc = run_cli("run", "--config", str(tmp_path / "absent.yaml"))
+    assert proc.returncode == 2 and "absent.yaml does not exist" in proc.stderr
+
+
+def _oversize_source(topic_factory, producer_factory) -> tuple[str, bytes]:
+    """A source holding one 3 MB record that only fits compressed (max.message.bytes is 1 MB)."""
+    source = topic_factory(partitions=1)
+    big = b"0123456789abcdef" * (3_000_000 // 16)
+    p = producer_factory(**{"compression.type": "zstd", "message.max.bytes": 10_000_000, "linger.ms": 0})
+    for i in range(5):
+        p.produce(source, value=f"before-{i}".encode(), key=b"k")
+    p.flush(30)
+    p.produce(source, value=big, key=b"big")
+    p.flush(30)
+    for i in range(5):
+        p.produce(source, value=f"after-{i}".encode(), key=b"k")
+    assert p.flush(30) == 0
+    return source, big
+
+
+def test_oversize_record_with_tolerance_none_stops_naming_the_record(kafka, topic_factory, producer_factory,
+                                                                     consumer_factory):
+    source, _ = _oversize_source(topic_factory, producer_factory)
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "none"}]}])
+    with pytest.raises(DeliveryError, match=rf"record {source} \[0\] offset 5 could not be written to "
+                                            rf"{source}.none: .*tolerance=none"):
+        Service(conf).run(until_caught_up=True)
+    # Nothing at or after the failed record is committed: a restart retries it.
+    c = consumer_factory(**{"group.id": f"{conf.group_id}.{source}.none"})
+    committed = c.committed([TopicPartition(source, 0)], timeout=10)[0].offset
+    assert 0 <= committed <= 5
+
+
+def test_oversize_record_with_tolerance_all_goes_to_the_dlq(kafka, topic_factory, producer_factory, read_topic):
+    source, big = _oversize_source(topic_factory, producer_factory)
+    dlq = f"{source}.dlq"
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "none"}, {"codec": "zstd"}]}],
+                       errors={"tolerance": "all", "dlq_topic": dlq})
+    service = Service(conf)
+    service.run(until_caught_up=True)
+    # zstd took all 11 records; `none` took the 10 that fit, and the big one is in the DLQ.
+    assert [m.value() for m in read_topic(f"{source}.zstd")][5] == big
+    none_values = [m.value() for m in read_topic(f"{source}.none")]
+    assert big not in none_values and len(none_values) == 10
+    dead = read_topic(dlq)
+    assert len(dead) == 1
+    h = dict(dead[0].headers())
+    assert dead[0].value() == big and dead[0].key() == b"big"
+    assert h["__transcoder.errors.topic"] == source.encode()
+    assert h["__transcoder.errors.partition"] == b"0"
+    assert h["__transcoder.errors.offset"] == b"5"
+    assert h["__transcoder.errors.destination"] == f"{source}.none".encode()
+    assert b"too large" in h["__transcoder.errors.reason"].lower()
+    assert sum(lane.status.dead_lettered for lane in service.lanes) == 1
+
+
+def _dest_count(admin, topic: str) -> int:
+    from transcoder.service import end_offsets
+    from transcoder.topics import describe
+
+    shape = describe(admin, topic)
+    if shape is None:
+        return 0
+    return sum(high - low for (low, high) in end_offsets(admin, {topic: shape}).values())
+
+
+def _start(path: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "transcoder", "run", "--config", path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TRANSCODER_LOG_LEVEL": "info"})
+
+
+def _wait_for(predicate, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.2)
+
+
+def test_sigkill_mid_copy_then_restart_loses_nothing(kafka, topic_factory, read_topic, admin, tmp_path):
+    source = topic_factory(partitions=3)
+    proc = run_cli("seed", "--kind", "json-logs", "--count", "60000", "--topic", source, "-b", kafka.bootstrap,
+                   "--headers")
+    assert proc.returncode == 0, proc.stderr
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}])
+    dest = f"{source}.lz4"
+    kafka.throttle_producer(f"transcoder-{dest}", 500_000)  # slow enough to be killed mid-copy
+    try:
+        p = _start(path)
+        _wait_for(lambda: _dest_count(admin, dest) > 2000)
+        p.kill()
+        p.wait(30)
+        copied_at_kill = _dest_count(admin, dest)
+        assert copied_at_kill < 60000, "the copy finished before it could be killed"
+    finally:
+        kafka.throttle_producer(f"transcoder-{dest}", None)
+
+    proc = run_cli("run", "--config", path, "--until-caught-up")
+    assert proc.returncode == 0, proc.stderr
+    want = Counter(fingerprint(m) for m in read_topic(source))
+    got_msgs = read_topic(dest)
+    got = Counter(fingerprint(m) for m in got_msgs)
+    assert not (want - got), "records lost across the SIGKILL"
+    assert set(got) == set(want)  # at-least-once: duplicates allowed, nothing foreign
+    for partition in range(3):  # order within a partition holds, apart from the replayed overlap
+        values = [m.value() for m in got_msgs if m.partition() == partition]
+        dedup = list(dict.fromkeys(values))
+        assert dedup == [m.value() for m in read_topic(source) if m.partition() == partition]
+
+
+def test_sigterm_drains_and_commits_what_was_copied(kafka, topic_factory, admin, consumer_factory, tmp_path):
+    source = topic_factory(partitions=2)
+    assert run_cli("seed", "--kind", "nginx", "--count", "60000", "--topic", source, "-b", kafka.bootstrap,
+                   "--no-keys").returncode == 0
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "snappy"}]}])
+    group = yaml.safe_load(open(path))["group_id"] + f".{source}.snappy"
+    dest = f"{source}.snappy"
+    kafka.throttle_producer(f"transcoder-{dest}", 500_000)
+    try:
+        p = _start(path)
+        _wait_for(lambda: _dest_count(admin, dest) > 2000)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        kafka.throttle_producer(f"transcoder-{dest}", None)
+    assert p.returncode == 0, err
+    assert '"event": "lane_stopped"' in err
+    # Drained: every record written to the destination is committed, and nothing beyond it.
+    c = consumer_factory(**{"group.id": group})
+    committed = c.committed([TopicPartition(source, p) for p in range(2)], timeout=10)
+    dest_ends = {p: c.get_watermark_offsets(TopicPartition(dest, p), timeout=10)[1] for p in range(2)}
+    assert {tp.partition: tp.offset for tp in committed} == dest_ends
+    assert sum(dest_ends.values()) < 60000
+
+
+def test_a_slow_isolated_lane_does_not_slow_the_others(kafka, topic_factory, admin):
+    source = topic_factory(partitions=2)
+    assert run_cli("seed", "--kind", "nginx", "--bytes", "8MB", "--topic", source, "-b", kafka.bootstrap
+                   ).returncode == 0
+    total = _dest_count(admin, source)
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd"}, {"codec": "lz4"},
+                                                                   {"codec": "none"}]}])
+    slow = f"{source}.none"
+    kafka.throttle_producer(f"transcoder-{slow}", 100_000)
+    service = Service(conf)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            service.run(until_caught_up=True)
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        _wait_for(lambda: _dest_count(admin, f"{source}.zstd") == total and _dest_count(admin, f"{source}.lz4") == total)
+        slow_done = _dest_count(admin, slow)
+        assert slow_done < total / 2, f"the throttled lane copied {slow_done} of {total}: it was not slow"
+        states = {lane.spec.name: lane.status.state for lane in service.lanes}
+        _wait_for(lambda: all(lane.status.state == "caught-up" for lane in service.lanes
+                              if lane.spec.name != slow))
+        assert {n: s for n, s in states.items() if n == slow} == {slow: "running"}
+    finally:
+        kafka.throttle_producer(f"transcoder-{slow}", None)
+        service.stop()
+        t.join(120)
+    assert not errors
