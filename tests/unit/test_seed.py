@@ -64,7 +64,7 @@ def test_record_size_counts_key_value_and_headers():
 
 def test_generated_timeline_ends_about_now():
     now = 1_800_000_000_000
-    assert generator_start_ms(2000, None, 1000.0, now) == now - 2000 * 1000
+    assert generator_start_ms(2000, None, 1000.0, now) == now - 2000  # 2,000 records at 1,000/s: 2 s
     start = generator_start_ms(None, 10_000_000, 2000.0, now)
     assert now - 86_400_000 < start < now
 
