@@ -311,6 +311,7 @@ def run(config_path: Path, until_caught_up: bool) -> None:
     signal.signal(signal.SIGINT, on_signal)
     log.info("service_starting", config=str(config_path), cluster=conf.cluster.redacted(), lanes=conf.lanes,
              until_caught_up=until_caught_up)
+    service.serve_metrics()
     service.run(until_caught_up=until_caught_up)
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
 

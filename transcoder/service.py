@@ -78,6 +78,14 @@ class Service:
         """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""
         self.stop_event.set()
 
+    def serve_metrics(self) -> None:
+        """Serve /metrics on the configured port (0: none)."""
+        if self.config.metrics.port:
+            from prometheus_client import start_http_server
+
+            start_http_server(self.config.metrics.port, addr=self.config.metrics.host, registry=self.metrics.registry)
+            log.info("metrics_serving", port=self.config.metrics.port)
+
     def run(self, *, until_caught_up: bool = False) -> Prepared:
         prepared = self.prepare(create=True)
         ends = end_offsets(self._src_admin, prepared.provision.sources) if until_caught_up else None

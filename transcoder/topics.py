@@ -172,6 +172,18 @@ class Provision:
         return [d for d in [*self.destinations, *([self.dlq] if self.dlq else [])] if not d.exists]
 
 
+def zstd_problem(plan: Plan, max_produce_version: int | None) -> str | None:
+    """Why zstd destinations cannot work on brokers that speak Produce only up to `max_produce_version`."""
+    if max_produce_version is None or max_produce_version >= ZSTD_MIN_PRODUCE_VERSION:
+        return None
+    zstd = sorted({t.name for t in plan.targets if t.destination.codec == "zstd"})
+    if not zstd:
+        return None
+    return (f"the destination brokers support Produce up to v{max_produce_version}; zstd needs v7 "
+            f"(Kafka 2.1 or newer), so {', '.join(zstd)} would fail with UNSUPPORTED_COMPRESSION_TYPE: "
+            "upgrade the brokers or choose another codec")
+
+
 def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str | None,
               max_produce_version: int | None) -> Provision:
     """Check everything before a record is copied; TopicError naming every problem found.
@@ -193,13 +205,9 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
         raise TopicError("; ".join(problems))
     src_cfg = describe_configs(src, list(sources))
 
-    if max_produce_version is not None and max_produce_version < ZSTD_MIN_PRODUCE_VERSION:
-        zstd = sorted({t.name for t in plan.targets if t.destination.codec == "zstd"})
-        if zstd:
-            problems.append(
-                f"the destination brokers support Produce up to v{max_produce_version}; zstd needs v7 "
-                f"(Kafka 2.1 or newer), so {', '.join(zstd)} would fail with UNSUPPORTED_COMPRESSION_TYPE: "
-                "upgrade the brokers or choose another codec")
+    zstd = zstd_problem(plan, max_produce_version)
+    if zstd:
+        problems.append(zstd)
 
     dest_topics = plan.destination_topics()
     existing = {n: describe(dst, n) for n in dest_topics}

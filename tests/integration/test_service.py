@@ -323,3 +323,108 @@ def test_a_slow_isolated_lane_does_not_slow_the_others(kafka, topic_factory, adm
         service.stop()
         t.join(120)
     assert not errors
+
+
+def test_shared_lane_fans_out_and_commits_what_all_destinations_acknowledged(kafka, topic_factory,
+                                                                              producer_factory, read_topic,
+                                                                              consumer_factory):
+    source = topic_factory(partitions=3)
+    produce_mixed(producer_factory, source, 3000, partitions=3)
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd"}, {"codec": "snappy"}]}],
+                       lanes="shared")
+    service = Service(conf)
+    service.run(until_caught_up=True)
+    assert [lane.spec.name for lane in service.lanes] == ["shared"]
+    want = [fingerprint(m) for m in read_topic(source)]
+    for dest in (f"{source}.zstd", f"{source}.snappy"):
+        assert [fingerprint(m) for m in read_topic(dest)] == want
+    c = consumer_factory(**{"group.id": conf.group_id})
+    committed = c.committed([TopicPartition(source, p) for p in range(3)], timeout=10)
+    assert sum(tp.offset for tp in committed) == 3000
+
+
+def test_backpressure_bounds_the_bytes_in_flight(kafka, topic_factory, admin):
+    source = topic_factory(partitions=1)
+    assert run_cli("seed", "--kind", "nginx", "--bytes", "6MB", "--topic", source, "-b", kafka.bootstrap
+                   ).returncode == 0
+    limit = 256 * 1024
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "none"}]}],
+                       max_in_flight_bytes=limit)
+    kafka.throttle_producer(f"transcoder-{source}.none", 1_000_000)
+    service = Service(conf)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            for lane in service.lanes:
+                peak = max(peak, lane.ledger.in_flight_bytes)
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        service.run(until_caught_up=True)
+    finally:
+        done.set()
+        sampler.join()
+        kafka.throttle_producer(f"transcoder-{source}.none", None)
+    # The consumer pauses once the limit is crossed, so at most one consume batch (2,000 records
+    # of at most ~1 KB) overshoots it.
+    assert 0 < peak <= limit + 2000 * 1024
+    pauses = service.metrics.registry.get_sample_value("transcoder_backpressure_pauses_total",
+                                                       {"lane": f"{source}.none"})
+    assert pauses and pauses >= 1
+    assert _dest_count(admin, f"{source}.none") == _dest_count(admin, source)
+
+
+def test_secrets_never_reach_the_logs(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=1)
+    assert run_cli("seed", "--kind", "dns", "--count", "500", "--topic", source, "-b", kafka.bootstrap
+                   ).returncode == 0
+    secret = "hunter2-" + os.urandom(8).hex()
+    raw = {"cluster": {"bootstrap_servers": kafka.bootstrap,
+                       "config": {"sasl.username": "svc", "sasl.password": "${env:TEST_KAFKA_PASSWORD}"}},
+           "group_id": f"t-{time.monotonic_ns()}", "metrics": {"port": 0},
+           "routes": [{"source": source, "destinations": [{"codec": "lz4"}]}]}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    env = {"TEST_KAFKA_PASSWORD": secret, "TRANSCODER_LOG_LEVEL": "debug"}
+    for args in (["validate", "--config", str(path)], ["run", "--config", str(path), "--until-caught-up"]):
+        proc = run_cli(*args, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert secret not in proc.stdout and secret not in proc.stderr
+    assert '"sasl.password": "***"' in proc.stderr
+
+
+def test_describe_log_dirs_sizes_match_the_segment_files(kafka, topic_factory, producer_factory):
+    from transcoder.brokers import BrokerInfo
+
+    topic = topic_factory(partitions=2)
+    produce_mixed(producer_factory, topic, 2000, partitions=2, incompressible=False)
+    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    try:
+        sizes = info.partition_sizes([topic])
+        totals = info.topic_sizes([topic])
+    finally:
+        info.close()
+    for p in range(2):
+        on_disk = sum(f.stat().st_size for f in kafka.segment_files(topic, p))
+        assert sizes[(topic, p)] == on_disk > 0
+    assert totals[topic] == sizes[(topic, 0)] + sizes[(topic, 1)]
+
+
+def test_demo_prints_a_measured_comparison():
+    import json
+
+    proc = run_cli("demo", "--bytes", "3MB", "--partitions", "2", "--format", "json", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["codec"]: r for r in json.loads(proc.stdout)}
+    assert set(rows) == {"source (none)", *CODECS}
+    n = rows["source (none)"]["records"]
+    assert n > 10_000 and all(r["records"] == n for r in rows.values())
+    assert rows["zstd"]["disk_bytes"] < rows["lz4"]["disk_bytes"] < rows["none"]["disk_bytes"]
+    assert rows["gzip"]["ratio_to_source"] > 3
+    for r in rows.values():
+        assert r["avg_record_disk_bytes"] == pytest.approx(r["disk_bytes"] / r["records"])
