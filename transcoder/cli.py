@@ -140,12 +140,12 @@ def local_kafka_down(kafka: Any, keep_data: bool) -> None:
 
 
 # ---------------------------------------------------------------- seed
-def _bootstrap(bootstrap: str | None) -> str:
+def _bootstrap(bootstrap: str | None, local_state_dir: Path | None) -> str:
     if bootstrap:
         return bootstrap
     from transcoder.localkafka import LocalKafka
 
-    st = LocalKafka().state()
+    st = LocalKafka(local_state_dir).state()
     if st is None:
         raise ConfigError("no --bootstrap-servers given (or TRANSCODER_BOOTSTRAP_SERVERS), "
                           "and no local broker runs: start one with `deploy/local/kafka up`")
@@ -189,10 +189,13 @@ def _start_ms(value: str | None) -> int | None:
 @click.option("--start", help="Generator timeline start, ISO-8601 (default: so that it ends about now).")
 @click.option("--compression", default="none", show_default=True,
               type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), help="Codec for the seeding producer.")
+@click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
+              hidden=True, help="State dir of the local broker to use when no bootstrap is given.")
 def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind: str | None,
          file: Path | None, fmt: str, key_field: str | None, count: int | None, max_bytes: int | None,
          partitions: int | None, replication_factor: int, topic_props: tuple[str, ...], keys: bool,
-         headers: bool, rate: float | None, seed_value: int, start: str | None, compression: str) -> None:
+         headers: bool, rate: float | None, seed_value: int, start: str | None, compression: str,
+         local_kafka_dir: Path | None) -> None:
     """Write realistic records into a topic, from files or a built-in generator."""
     from transcoder import seed as seeding
 
@@ -220,7 +223,7 @@ def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind
                                     start_ms=start_ms, events_per_second=eps)
         if kind == "entities":
             topic_config.setdefault("cleanup.policy", "compact")
-    cluster = {"bootstrap.servers": _bootstrap(bootstrap_servers), **_properties(props)}
+    cluster = {"bootstrap.servers": _bootstrap(bootstrap_servers, local_kafka_dir), **_properties(props)}
 
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn

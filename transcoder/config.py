@@ -7,8 +7,10 @@ SecretStr, and revealed only in the dict handed to librdkafka.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
+import string
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +24,7 @@ from pydantic import (
     PositiveInt,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -58,13 +61,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _resolve_references(value: str, where: str) -> str:
+def _resolve_references(value: str, environ: Mapping[str, str]) -> str:
+    """Replace ${env:NAME}, ${file:/path} and ${file:/path:key}; ValueError saying what is missing."""
+
     def sub(m: re.Match[str]) -> str:
         kind, arg = m.group(1), m.group(2)
         if kind == "env":
-            if arg not in os.environ:
-                raise ConfigError(f"{where}: environment variable {arg} is not set")
-            return os.environ[arg]
+            if arg not in environ:
+                raise ValueError(f"environment variable {arg} is not set")
+            return environ[arg]
         # ${file:/path} is the whole file; ${file:/path:key} one key of a properties file,
         # as Kafka's FileConfigProvider reads it.
         path, sep, key = arg.rpartition(":")
@@ -73,16 +78,25 @@ def _resolve_references(value: str, where: str) -> str:
         try:
             text = Path(path).read_text()
         except OSError as exc:
-            raise ConfigError(f"{where}: cannot read secret file {path}: {exc.strerror}") from exc
+            raise ValueError(f"cannot read secret file {path}: {exc.strerror}") from exc
         if not key:
             return text.strip()
         for line in text.splitlines():
-            k, sep, v = line.partition("=")
-            if sep and k.strip() == key:
-                return v.strip()
-        raise ConfigError(f"{where}: no key {key!r} in {path}")
+            k, _, v = _property(line)
+            if k == key:
+                return v
+        raise ValueError(f"no key {key!r} in {path}")
 
     return _REFERENCE.sub(sub, value)
+
+
+def _property(line: str) -> tuple[str, str, str]:
+    """One line of a Java properties file: key, separator, value (key=value, key: value, key value)."""
+    line = line.strip()
+    if not line or line[0] in "#!":
+        return "", "", ""
+    m = re.match(r"([^=:\s]+)\s*([=:]|\s)\s*(.*)", line)
+    return (m.group(1), m.group(2), m.group(3).strip()) if m else (line, "", "")
 
 
 class Cluster(_Model):
@@ -93,21 +107,23 @@ class Cluster(_Model):
 
     @field_validator("config", mode="before")
     @classmethod
-    def _secrets(cls, raw: Any) -> Any:
+    def _secrets(cls, raw: Any, info: ValidationInfo) -> Any:
         if not isinstance(raw, Mapping):
             return raw
+        environ = (info.context or {}).get("environ", os.environ)
         out: dict[str, Any] = {}
         for key, value in raw.items():
             key = str(key)
             if key in _OWNED_PROPERTIES:
-                raise ValueError(f"{key} is set by transcoder itself; remove it from cluster.config")
-            if isinstance(value, str):
-                is_ref = bool(_REFERENCE.search(value))
-                if key in SECRET_PROPERTIES and not is_ref:
-                    raise ValueError(
-                        f"{key} is a secret and must not be inline: use ${{env:VAR}} or ${{file:/path}}"
-                    )
-                value = _resolve_references(value, f"cluster.config.{key}")
+                raise ValueError(f"{key} is set by transcoder itself; remove it from the config")
+            is_ref = isinstance(value, str) and bool(_REFERENCE.search(value))
+            if key in SECRET_PROPERTIES and not is_ref:
+                raise ValueError(f"{key} is a secret and must not be inline: use ${{env:VAR}} or ${{file:/path}}")
+            if is_ref:
+                try:
+                    value = _resolve_references(value, environ)
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
             out[key] = SecretStr(str(value)) if key in SECRET_PROPERTIES else value
         return out
 
@@ -134,8 +150,35 @@ class Batch(_Model):
 _TEMPLATE_FIELDS = {"source", "codec", "level"}
 
 
+def _template_fields(template: str) -> set[str]:
+    """The fields of a topic template; ValueError unless it is only plain {source}, {codec}, {level}."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(f"topic template {template!r} is malformed: {exc}") from None
+    fields = set()
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in _TEMPLATE_FIELDS or spec or conversion:
+            raise ValueError(f"topic template {template!r} may use only {{source}}, {{codec}}, {{level}}")
+        fields.add(name)
+    return fields
+
+
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def _check_topic_name(name: str, what: str) -> str:
+    if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"{what} is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)")
+    return name
+
+
 class Destination(_Model):
     codec: Codec
+    #: Names the lane (isolated mode), its consumer group and metrics; default: the destination topic.
+    name: str | None = Field(default=None, min_length=1, max_length=200)
     level: int | None = None
     topic: str | None = None
     batch: Batch = Field(default_factory=Batch)
@@ -146,11 +189,11 @@ class Destination(_Model):
     def _check(self) -> Destination:
         check_level(self.codec, self.level)
         if self.topic is not None:
-            fields = set(re.findall(r"\{(\w*)\}", self.topic))
-            if not fields <= _TEMPLATE_FIELDS:
-                raise ValueError(f"topic template {self.topic!r} may use only {{source}}, {{codec}}, {{level}}")
+            fields = _template_fields(self.topic)
             if "level" in fields and self.level is None:
                 raise ValueError(f"topic template {self.topic!r} uses {{level}} but no level is set")
+            _check_topic_name(self.topic.format(source="s", codec=self.codec, level=self.level),
+                              f"topic template {self.topic!r}")
         return self
 
     @property
@@ -165,14 +208,16 @@ class Destination(_Model):
 
 
 class Route(_Model):
-    source: str | None = None
-    source_pattern: str | None = None
+    source: str | None = Field(default=None, min_length=1)
+    source_pattern: str | None = Field(default=None, min_length=1)
     destinations: list[Destination] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> Route:
         if (self.source is None) == (self.source_pattern is None):
             raise ValueError("give exactly one of source or source_pattern")
+        if self.source is not None:
+            _check_topic_name(self.source, f"source {self.source!r}")
         if self.source_pattern is not None:
             try:
                 re.compile(self.source_pattern)
@@ -189,6 +234,8 @@ class Errors(_Model):
     def _dlq(self) -> Errors:
         if self.tolerance == "all" and not self.dlq_topic:
             raise ValueError("tolerance all needs a dlq_topic, or failed records would be dropped")
+        if self.dlq_topic:
+            _check_topic_name(self.dlq_topic, f"dlq_topic {self.dlq_topic!r}")
         return self
 
 
@@ -225,8 +272,20 @@ class Config(_Model):
         return self.destination_cluster or self.cluster
 
 
+def _env_value(text: str) -> Any:
+    """An override's value: a YAML flow list or mapping when it looks like one, else the string.
+
+    Strings are left for pydantic to convert per field ("3" for a level, "true" for a flag), so a
+    group id or topic named 2024 stays a string.
+    """
+    if text.strip()[:1] in ("[", "{"):
+        return yaml.safe_load(text)
+    return text
+
+
 def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """TRANSCODER__CLUSTER__BOOTSTRAP_SERVERS=x sets cluster.bootstrap_servers; values parse as YAML."""
+    """TRANSCODER__CLUSTER__BOOTSTRAP_SERVERS=x sets cluster.bootstrap_servers (on a copy of raw)."""
+    raw = copy.deepcopy(raw)
     for name in sorted(environ):
         if not name.startswith(ENV_PREFIX):
             continue
@@ -234,25 +293,24 @@ def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any
         if not path:
             continue
         node: Any = raw
-        for i, part in enumerate(path[:-1]):
-            key: Any = int(part) if isinstance(node, list) and part.isdigit() else part
-            try:
-                node = node[key] if isinstance(node, list) else node.setdefault(key, {})
-            except (IndexError, AttributeError) as exc:
-                raise ConfigError(f"{name}: no {'.'.join(path[:i + 1])} to override") from exc
-        last: Any = int(path[-1]) if isinstance(node, list) and path[-1].isdigit() else path[-1]
         try:
-            node[last] = yaml.safe_load(environ[name])
-        except (IndexError, TypeError) as exc:
-            raise ConfigError(f"{name}: no {'.'.join(path)} to override") from exc
+            for part in path[:-1]:
+                node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+            last = path[-1]
+            if isinstance(node, list):
+                node[int(last)] = _env_value(environ[name])
+            else:
+                node[last] = _env_value(environ[name])
+        except (IndexError, ValueError, TypeError, AttributeError):
+            raise ConfigError(f"{name}: no {'.'.join(path)} to override") from None
     return raw
 
 
 def _one_line(exc: ValidationError, source: str) -> str:
     parts = []
     for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
+        loc = ".".join(str(p) for p in err["loc"]).replace("\n", "\\n")
+        msg = err["msg"].removeprefix("Value error, ").replace("\n", " ")
         parts.append(f"{loc}: {msg}" if loc else msg)
     return f"{source}: " + "; ".join(parts)
 
@@ -263,9 +321,10 @@ def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the config must be a YAML mapping, not {type(raw).__name__}")
-    raw = _apply_env(raw, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    raw = _apply_env(raw, environ)
     try:
-        return Config.model_validate(raw)
+        return Config.model_validate(raw, context={"environ": environ})
     except ValidationError as exc:
         raise ConfigError(_one_line(exc, source)) from None
 

@@ -150,23 +150,35 @@ class Lane:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
         self._assigned.update(tps)
-        if isinstance(self.config.start, datetime) and partitions:
-            self._seek_to_start_time(consumer, partitions)
+        if not partitions:
+            return
+        # What the group already committed counts as done: a partition fully copied by an
+        # earlier run is caught up without a record of this run.
+        committed = consumer.committed(partitions, timeout=30)
+        for p in committed:
+            if p.offset >= 0:
+                self._last_committed[(p.topic, p.partition)] = p.offset
+        if isinstance(self.config.start, datetime):
+            self._seek_to_start_time(consumer, partitions, committed)
         self.status.assigned = sorted(self._assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=_fmt(tps))
 
-    def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Partitions this group never committed start at the configured timestamp."""
+    def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition],
+                            committed: list[TopicPartition]) -> None:
+        """Partitions this group never committed start at the configured timestamp.
+
+        The callback assigns them itself, with those offsets: confluent-kafka then skips its own
+        assignment of the unchanged list (changing the list's offsets in place has no effect).
+        """
         assert isinstance(self.config.start, datetime)
-        committed = consumer.committed(partitions, timeout=30)
         fresh = [TopicPartition(p.topic, p.partition, int(self.config.start.timestamp() * 1000))
                  for p in committed if p.offset == OFFSET_INVALID]
         if not fresh:
             return
         found = {(p.topic, p.partition): p.offset for p in consumer.offsets_for_times(fresh, timeout=30)}
-        for p in partitions:  # the assignment is applied with these offsets when the callback returns
-            if (p.topic, p.partition) in found:
-                p.offset = found[(p.topic, p.partition)]
+        consumer.incremental_assign([
+            TopicPartition(p.topic, p.partition, found.get((p.topic, p.partition), p.offset)) for p in partitions
+        ])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
@@ -175,17 +187,20 @@ class Lane:
             self._commit(tps)
         except BaseException as exc:  # raised again from the loop, never lost inside librdkafka
             self._revoke_error = exc
-        self.ledger.forget(tps)
-        self._assigned.difference_update(tps)
-        self.status.assigned = sorted(self._assigned)
+        self._release(tps)
         log.info("partitions_revoked", lane=self.spec.name, partitions=_fmt(tps))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
+        self._release(tps)  # another member owns them now: nothing may be committed for them
+        log.warning("partitions_lost", lane=self.spec.name, partitions=_fmt(tps))
+
+    def _release(self, tps: list[tuple[str, int]]) -> None:
         self.ledger.forget(tps)
         self._assigned.difference_update(tps)
+        for tp in tps:
+            self._last_committed.pop(tp, None)
         self.status.assigned = sorted(self._assigned)
-        log.warning("partitions_lost", lane=self.spec.name, partitions=_fmt(tps))
 
     # ------------------------------------------------------------------ the loop
     def run(self, stop: threading.Event, *, until_caught_up: bool = False) -> None:

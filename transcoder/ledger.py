@@ -87,11 +87,17 @@ class Ledger:
         return n
 
     def forget(self, sources: Iterable[TopicPartition]) -> None:
-        """Drop the state of partitions this consumer no longer owns (revoked or lost)."""
+        """Drop the state of partitions this consumer no longer owns (revoked or lost).
+
+        Queues that still owe acknowledgements are kept: their delivery reports are still to
+        come, in order, and must pop these entries, not those of a later assignment of the same
+        partition (which append behind them). Until they drain, `committable` stays at or below
+        their oldest offset, so nothing unacknowledged is ever committed.
+        """
         for topic, partition in sources:
             self.next_offset.pop((topic, partition), None)
             self.held.pop((topic, partition), None)
             for dest in self.destinations_of.get(topic, ()):
-                q = self.pending.pop((dest, partition), None)
-                if q:
-                    self.in_flight_bytes -= sum(size for _, size in q)
+                q = self.pending.get((dest, partition))
+                if q is not None and not q:
+                    del self.pending[(dest, partition)]

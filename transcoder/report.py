@@ -22,13 +22,14 @@ class Row:
     codec: str
     records: int
     disk_bytes: int
-    avg_record_disk_bytes: float
-    ratio_to_source: float  # source disk bytes / this topic's disk bytes: how many times smaller
+    avg_record_disk_bytes: float | None
+    ratio_to_source: float | None  # source disk bytes / this topic's disk bytes: how many times smaller
     ratio_to_uncompressed: float | None  # uncompressed record bytes / this topic's disk bytes
 
 
-def _ratio(num: float, den: float) -> float:
-    return num / den if den else 0.0
+def _ratio(num: float | None, den: float) -> float | None:
+    """num / den, or None when there is nothing to divide by (an empty topic has no ratio)."""
+    return num / den if num is not None and den else None
 
 
 def comparison(source: TopicFigures, destinations: list[TopicFigures], uncompressed_bytes: int | None) -> list[Row]:
@@ -38,7 +39,7 @@ def comparison(source: TopicFigures, destinations: list[TopicFigures], uncompres
             topic=f.topic, codec=f.codec, records=f.records, disk_bytes=f.disk_bytes,
             avg_record_disk_bytes=_ratio(f.disk_bytes, f.records),
             ratio_to_source=_ratio(source.disk_bytes, f.disk_bytes),
-            ratio_to_uncompressed=_ratio(uncompressed_bytes, f.disk_bytes) if uncompressed_bytes else None,
+            ratio_to_uncompressed=_ratio(uncompressed_bytes or None, f.disk_bytes),
         ))
     return rows
 
@@ -47,10 +48,13 @@ _HEADERS = ("topic", "codec", "records", "on-disk bytes", "avg record on disk", 
             "ratio to uncompressed")
 
 
+def _fmt(value: float | None, fmt: str, unit: str) -> str:
+    return "-" if value is None else format(value, fmt) + unit
+
+
 def _cells(r: Row) -> tuple[str, ...]:
-    return (r.topic, r.codec, f"{r.records:,}", f"{r.disk_bytes:,}", f"{r.avg_record_disk_bytes:,.1f} B",
-            f"{r.ratio_to_source:.2f}x",
-            "-" if r.ratio_to_uncompressed is None else f"{r.ratio_to_uncompressed:.2f}x")
+    return (r.topic, r.codec, f"{r.records:,}", f"{r.disk_bytes:,}", _fmt(r.avg_record_disk_bytes, ",.1f", " B"),
+            _fmt(r.ratio_to_source, ".2f", "x"), _fmt(r.ratio_to_uncompressed, ".2f", "x"))
 
 
 def markdown(rows: list[Row]) -> str:

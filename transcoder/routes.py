@@ -68,8 +68,12 @@ class Plan:
 
 
 def _target_name(route_index: int, route: Route, dest: Destination) -> str:
+    if dest.name is not None:
+        return dest.name
     if route.source is not None:
         return dest.topic_for(route.source)
+    if dest.topic is not None:  # e.g. "{source}.a" -> route0.source.a
+        return f"route{route_index}." + dest.topic.format(source="source", codec=dest.codec, level=dest.level)
     return f"route{route_index}.{dest.label}"
 
 
@@ -102,10 +106,6 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
         for dest in route.destinations:
             targets.append(Target(name=_target_name(i, route, dest), destination=dest, sources=sources))
 
-    names = [t.name for t in targets]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise ConfigError(f"two destinations share the name {sorted(dup)[0]!r}: give them different topics")
     dest_of: dict[str, str] = {}
     for t in targets:
         for s in t.sources:
@@ -113,8 +113,12 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
             if d == s:
                 raise ConfigError(f"destination {d} is its own source: set a different `topic` for it")
             if d in dest_of:
-                raise ConfigError(f"destination {d} is written by two routes ({dest_of[d]} and {s})")
+                raise ConfigError(f"destination {d} is written twice (copying {dest_of[d]} and {s})")
             dest_of[d] = s
+    names = [t.name for t in targets]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"two destinations share the name {sorted(dup)[0]!r}: set `name` on one of them")
     all_sources = {s for t in targets for s in t.sources}
     loops = sorted(all_sources & set(dest_of))
     if loops:

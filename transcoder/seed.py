@@ -39,16 +39,16 @@ class FileSource:
                 raise InputError(f"input directory {path} holds no files")
         else:
             self.files = [path]
-        if key_field is not None and fmt == "lines":
-            raise ConfigError("--key-field needs NDJSON input (--format ndjson)")
         self.fmt = fmt
         self.key_field = key_field
         self.where = ""
+        if key_field is not None and not any(self._is_ndjson(f) for f in self.files):
+            raise ConfigError("--key-field needs NDJSON input (.ndjson or .jsonl files, or --format ndjson)")
 
     def _is_ndjson(self, path: Path) -> bool:
         if self.fmt != "auto":
             return self.fmt == "ndjson"
-        return self.key_field is not None or path.name.endswith(_NDJSON_SUFFIXES)
+        return path.name.endswith(_NDJSON_SUFFIXES)
 
     @staticmethod
     def _open(path: Path) -> IO[bytes]:

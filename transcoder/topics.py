@@ -93,15 +93,15 @@ def destination_configs(source_configs: Mapping[str, str], explicit: set[str]) -
     """Configs to create a destination with, from its source's effective configs.
 
     Copied: what was set on the source topic itself (`explicit`), and max.message.bytes always
-    (the destination must accept every record the source did). Not copied: a LogAppendTime
-    timestamp type, because the destination must keep the source's timestamps, which the
-    producer sends as CreateTime. compression.type is `producer`: the broker then stores each
-    batch exactly as transcoder compressed it.
+    (the destination must accept every record the source did). A LogAppendTime source gets a
+    CreateTime destination, set explicitly (not left to the broker default): the destination
+    must keep the source's timestamps, which the producer sends as CreateTime.
+    compression.type is `producer`: the broker then stores each batch as transcoder compressed it.
     """
     out = {k: source_configs[k] for k in COPIED_CONFIGS
            if k in source_configs and (k in explicit or k == "max.message.bytes")}
-    if out.get("message.timestamp.type") == "LogAppendTime":
-        del out["message.timestamp.type"]
+    if source_configs.get("message.timestamp.type") == "LogAppendTime":
+        out["message.timestamp.type"] = "CreateTime"
     out["compression.type"] = "producer"
     return out
 

@@ -7,7 +7,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import run_cli
@@ -53,6 +53,27 @@ def _round_trip(bootstrap: str) -> bytes | None:
         c.close()
 
 
+def _count(bootstrap: str, topic: str) -> int:
+    """Records in a topic, read back one by one."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "count", "auto.offset.reset": "earliest",
+                  "enable.partition.eof": True})
+    try:
+        c.subscribe([topic])
+        n, eof = 0, False
+        for _ in range(600):
+            msgs = c.consume(10_000, timeout=0.5)
+            for m in msgs:
+                if m.error() is None:
+                    n += 1
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    eof = True
+            if eof and not msgs:
+                break
+        return n
+    finally:
+        c.close()
+
+
 def test_up_status_down_from_the_cache(kafka, tmp_path):
     state = tmp_path / "lk"
     env = {"TRANSCODER_LOCAL_KAFKA_DIR": str(state), "PATH": _path_without_maven(tmp_path)}
@@ -70,6 +91,11 @@ def test_up_status_down_from_the_cache(kafka, tmp_path):
         assert Path(fields["data_dir"]).joinpath("meta.properties").exists()
         assert _round_trip(bootstrap) == b"hello"
         assert len(_java_processes_using(state)) == 1
+
+        # The README's flow: `up`, then `transcoder seed` with no bootstrap finds the running broker.
+        seeded = run_cli("seed", "--kind", "nginx", "--count", "100000", "--topic", "t", env=env)
+        assert seeded.returncode == 0, seeded.stderr
+        assert _count(bootstrap, "t") == 100_000
     finally:
         down = run_cli("local-kafka", "down", env=env)
     assert down.returncode == 0, down.stderr

@@ -24,17 +24,19 @@ from transcoder.service import Service
 PARTITIONS = 4
 
 
+def raw_config(kafka, routes, **extra) -> dict:
+    """A config for the session's broker with a fresh group id and quick commits."""
+    return {"cluster": {"bootstrap_servers": kafka.bootstrap}, "group_id": f"t-{time.monotonic_ns()}",
+            "routes": routes, "metrics": {"port": 0}, "commit_interval_ms": 200, **extra}
+
+
 def make_config(kafka, routes, **extra) -> cfg.Config:
-    raw = {"cluster": {"bootstrap_servers": kafka.bootstrap}, "group_id": f"t-{time.monotonic_ns()}",
-           "routes": routes, "metrics": {"port": 0}, "commit_interval_ms": 200, **extra}
-    return cfg.parse(raw, environ={})
+    return cfg.parse(raw_config(kafka, routes, **extra), environ={})
 
 
 def write_config(tmp_path, kafka, routes, **extra) -> str:
-    raw = {"cluster": {"bootstrap_servers": kafka.bootstrap}, "group_id": f"t-{time.monotonic_ns()}",
-           "routes": routes, "metrics": {"port": 0}, "commit_interval_ms": 200, **extra}
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path.write_text(yaml.safe_dump(raw_config(kafka, routes, **extra)))
     return str(path)
 
 
@@ -428,3 +430,84 @@ def test_demo_prints_a_measured_comparison():
     assert rows["gzip"]["ratio_to_source"] > 3
     for r in rows.values():
         assert r["avg_record_disk_bytes"] == pytest.approx(r["disk_bytes"] / r["records"])
+
+
+def test_a_second_instance_rebalances_cooperatively_without_loss_or_duplicates(kafka, topic_factory, admin,
+                                                                               read_topic, tmp_path):
+    source = topic_factory(partitions=4)
+    assert run_cli("seed", "--kind", "metrics", "--count", "40000", "--topic", source, "-b", kafka.bootstrap
+                   ).returncode == 0
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}])
+    group = yaml.safe_load(open(path))["group_id"] + f".{source}.lz4"
+    dest = f"{source}.lz4"
+
+    def members() -> int:
+        desc = admin.describe_consumer_groups([group])[group].result()
+        return sum(1 for m in desc.members if m.assignment.topic_partitions)
+
+    kafka.throttle_producer(f"transcoder-{dest}", 400_000)
+    try:
+        a = _start(path)
+        _wait_for(lambda: _dest_count(admin, dest) > 1000)
+        b = _start(path)  # joins the group: a gives up some partitions (flush, commit), b takes them
+        _wait_for(lambda: members() == 2)
+        _wait_for(lambda: _dest_count(admin, dest) > 8000)
+        for p in (b, a):
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+        assert '"event": "partitions_revoked"' in err  # a (stopped last) gave partitions up on the way
+    finally:
+        kafka.throttle_producer(f"transcoder-{dest}", None)
+    proc = run_cli("run", "--config", path, "--until-caught-up")
+    assert proc.returncode == 0, proc.stderr
+    want = [fingerprint(m) for m in read_topic(source)]
+    got = [fingerprint(m) for m in read_topic(dest)]
+    # Every hand-over (rebalance, SIGTERM) drained and committed first: nothing lost, nothing twice.
+    assert got == want
+
+
+def test_start_at_a_timestamp_skips_older_records(kafka, topic_factory, producer_factory, read_topic):
+    source = topic_factory(partitions=2)
+    t0 = int(time.time() * 1000) - 600_000
+    p = producer_factory()
+    for i in range(1000):
+        p.produce(source, value=str(i).encode(), partition=i % 2, timestamp=t0 + i * 100)
+    assert p.flush(30) == 0
+    start = t0 + 50_000  # record 500 onwards
+    from datetime import datetime, timezone
+
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "gzip"}]}],
+                       start=datetime.fromtimestamp(start / 1000, tz=timezone.utc).isoformat())
+    Service(conf).run(until_caught_up=True)
+    assert sorted(int(m.value()) for m in read_topic(f"{source}.gzip")) == list(range(500, 1000))
+
+
+def test_source_pattern_copies_matching_topics_and_never_its_own_output(kafka, topic_factory, producer_factory,
+                                                                        read_topic):
+    prefix = f"pat-{time.monotonic_ns()}"
+    a = topic_factory(partitions=1, name=f"{prefix}-a")
+    b = topic_factory(partitions=2, name=f"{prefix}-b")
+    topic_factory(partitions=1, name=f"other-{prefix}")
+    produce_mixed(producer_factory, a, 100, partitions=1)
+    produce_mixed(producer_factory, b, 100, partitions=2)
+    conf = make_config(kafka, [{"source_pattern": f"{prefix}-.*", "destinations": [{"codec": "zstd"}]}])
+    Service(conf).run(until_caught_up=True)
+    for t in (a, b):
+        assert [fingerprint(m) for m in read_topic(f"{t}.zstd")] == [fingerprint(m) for m in read_topic(t)]
+    # A second run sees the .zstd topics matching the pattern and still does not copy them.
+    service = Service(conf)
+    prepared = service.prepare(create=False)
+    assert sorted(prepared.plan.sources) == [a, b]
+
+
+def test_destination_cluster_is_used_for_destinations(kafka, topic_factory, producer_factory, read_topic):
+    source = topic_factory(partitions=2)
+    produce_mixed(producer_factory, source, 500, partitions=2)
+    # The same broker, reached through a separately configured destination cluster.
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}],
+                       destination_cluster={"bootstrap_servers": kafka.bootstrap,
+                                            "config": {"socket.keepalive.enable": True}})
+    assert conf.target_cluster is conf.destination_cluster
+    Service(conf).run(until_caught_up=True)
+    assert [fingerprint(m) for m in read_topic(f"{source}.lz4")] == [fingerprint(m) for m in read_topic(source)]
