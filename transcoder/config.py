@@ -242,6 +242,10 @@ class Errors(_Model):
 class Metrics(_Model):
     port: int = Field(default=9308, ge=0, le=65535)  # 0: no HTTP endpoint
     host: str = "0.0.0.0"
+    #: librdkafka statistics interval: batch sizes, compressed bytes and lag are this fresh.
+    stats_interval_ms: int = Field(default=5000, ge=100)
+    #: How often on-disk topic sizes are read (DescribeLogDirs); 0: never.
+    disk_interval_s: float = Field(default=60.0, ge=0)
 
 
 class Config(_Model):

@@ -6,6 +6,7 @@ thread's poll calls, so lane state needs no locks; other threads only read snaps
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +32,8 @@ from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.ledger import Ledger
 from transcoder.metrics import LaneMetrics
+from transcoder.stats import consumer_lag, producer_topics
+from transcoder.threads import ThreadLedger
 
 log = structlog.get_logger("transcoder.lane")
 
@@ -55,11 +58,13 @@ def consumer_config(config: Config, lane: routes.Lane) -> dict[str, Any]:
         "isolation.level": "read_committed",
         # Bounded prefetch: memory stays bounded even when every target is slow.
         "queued.max.messages.kbytes": 32 * 1024,
+        "statistics.interval.ms": config.metrics.stats_interval_ms,
     })
 
 
 def producer_config(config: Config, lane: routes.Lane, target: routes.Target,
-                    on_delivery: Callable[[KafkaError | None, Message], None]) -> dict[str, Any]:
+                    on_delivery: Callable[[KafkaError | None, Message], None],
+                    stats_cb: Callable[[str], None] | None = None) -> dict[str, Any]:
     d = target.destination
     extra: dict[str, Any] = {
         "client.id": f"transcoder-{lane.name}-{target.name}" if lane.name != target.name else f"transcoder-{target.name}",
@@ -74,6 +79,9 @@ def producer_config(config: Config, lane: routes.Lane, target: routes.Target,
         "queue.buffering.max.messages": 10_000_000,
         "on_delivery": on_delivery,
     }
+    if stats_cb is not None:
+        extra["statistics.interval.ms"] = config.metrics.stats_interval_ms
+        extra["stats_cb"] = stats_cb
     if d.level is not None:
         extra["compression.level"] = d.level
     return client_config(config.target_cluster.librdkafka(), **extra)
@@ -91,6 +99,7 @@ class LaneStatus:
     records: int = 0
     dead_lettered: int = 0
     loop_cpu_seconds: float = 0.0  # CPU of the lane's own (Python) thread; librdkafka threads excluded
+    acked: dict[str, int] = field(default_factory=dict)  # destination topic -> records acknowledged
     last_loop: float = field(default_factory=time.monotonic)
 
 
@@ -106,7 +115,8 @@ class _Failure:
 
 class Lane:
     def __init__(self, spec: routes.Lane, config: Config, metrics: LaneMetrics,
-                 end_offsets: dict[tuple[str, int], tuple[int, int]] | None = None) -> None:
+                 end_offsets: dict[tuple[str, int], tuple[int, int]] | None = None,
+                 threads: ThreadLedger | None = None) -> None:
         self.spec = spec
         self.config = config
         self.metrics = metrics
@@ -115,14 +125,27 @@ class Lane:
         self.end_offsets = end_offsets
         self.ledger = Ledger({s: tuple(t.topic_for(s) for t in spec.targets_for(s)) for s in spec.sources})
         self.source_of = {t.topic_for(s): s for t in spec.targets for s in t.sources}
+        self.codec_of = {t.topic_for(s): t.destination.label for t in spec.targets for s in t.sources}
         self._failures: list[_Failure] = []
         self._revoke_error: BaseException | None = None
-        self.consumer = Consumer(consumer_config(config, spec))
+        #: destination topic -> records acknowledged since the last flush into the metrics
+        self._acked = dict.fromkeys(self.source_of, 0)
+        #: (destination topic, partition) -> source timestamp (ms) of the last acknowledged record
+        self._acked_ts: dict[tuple[str, int], int] = {}
+        self._committed_ts: dict[tuple[str, int], int] = {}
+        self.threads = threads or ThreadLedger()
+        warm = self._warm
+        self.consumer = self.threads.create(
+            (spec.name, "consume"),
+            lambda: Consumer({**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}), warm)
         self.producers: list[Producer] = []
         #: source topic -> [(produce, destination topic)]
         self.routes: dict[str, list[tuple[Callable[..., None], str]]] = {s: [] for s in spec.sources}
         for target in spec.targets:
-            p = Producer(producer_config(config, spec, target, self._on_delivery))
+            p = self.threads.create(
+                (spec.name, "produce"),
+                lambda t=target: Producer(producer_config(config, spec, t, self._on_delivery, self._on_producer_stats)),
+                warm)
             self.producers.append(p)
             for s in target.sources:
                 self.routes[s].append((p.produce, target.topic_for(s)))
@@ -137,15 +160,44 @@ class Lane:
         self._last_committed: dict[tuple[str, int], int] = {}
         self._paused = False
         self._closed = False
+        self._stats_emissions = 0
+
+    @staticmethod
+    def _warm(client: Any) -> None:
+        """A metadata request makes a client start its broker threads, so they can be attributed."""
+        try:
+            client.list_topics(timeout=10)
+        except KafkaException as exc:
+            log.warning("metadata_request_failed", error=str(exc.args[0]))
 
     # ------------------------------------------------------------------ callbacks (loop thread)
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         dest, partition = msg.topic(), msg.partition()
         offset = self.ledger.acked(dest, partition)
-        if err is not None:
+        if err is None:
+            n = self._acked[dest] = self._acked[dest] + 1
+            ts = msg.timestamp()[1]
+            self._acked_ts[(dest, partition)] = ts
+            if not n & 15:  # sampled: an observation costs more than the rest of this callback
+                self.metrics.latency(dest, max(0.0, time.time() - ts / 1000))
+        else:
             source = (self.source_of[dest], partition)
             self.ledger.hold(source, offset)  # never commit past a record that failed
             self._failures.append(_Failure(source, offset, dest, err.name(), err.str(), msg))
+
+    def _on_producer_stats(self, raw: str) -> None:
+        self._stats_emissions += 1
+        for topic, t in producer_topics(json.loads(raw)).items():
+            if topic in self.codec_of:
+                self.metrics.produced(topic, self.codec_of[topic], t.batch_bytes, t.batch_records,
+                                      t.record_bytes_total)
+
+    def _on_consumer_stats(self, raw: str) -> None:
+        now_ms = time.time() * 1000
+        for (topic, partition), lag in consumer_lag(json.loads(raw)).items():
+            ts = self._committed_ts.get((topic, partition))
+            seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
+            self.metrics.lag(topic, partition, lag, seconds)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
@@ -208,6 +260,8 @@ class Lane:
         log.info("lane_started", lane=self.spec.name, group_id=self.spec.group_id, sources=list(self.spec.sources),
                  destinations=[f"{t.name} ({t.destination.label})" for t in self.spec.targets])
         self.status.state = "running"
+        self.threads.claim((self.spec.name, "loop"), {threading.get_native_id()})
+        self.metrics.running(True)
         cpu0 = time.thread_time()
         interval = self.config.commit_interval_ms / 1000
         next_commit = time.monotonic() + interval
@@ -229,6 +283,7 @@ class Lane:
                 if now >= next_commit:
                     self.status.loop_cpu_seconds = time.thread_time() - cpu0
                     self._commit(self._assigned)
+                    self.threads.cpu_by_owner()  # read /proc while this lane's threads live
                     next_commit = now + interval
                     if until_caught_up and self._caught_up():
                         self.status.state = "caught-up"
@@ -243,10 +298,12 @@ class Lane:
         except BaseException as exc:
             self.status.state = "failed"
             self.status.error = str(exc)
+            self.metrics.running(False)
             self._shutdown(failed=True)
             raise
         if self.status.state == "running":
             self.status.state = "stopped"
+        self.metrics.running(False)
         log.info("lane_stopped", lane=self.spec.name, state=self.status.state, records=self.status.records)
 
     def _copy(self, msgs: list[Message]) -> None:
@@ -259,7 +316,7 @@ class Lane:
         pending = ledger.pending
         next_offset = ledger.next_offset
         routes_of = self.routes
-        sent_bytes = 0
+        sent_bytes = in_bytes = 0
         n = 0
         for m in msgs:
             if m.error() is not None:
@@ -275,6 +332,10 @@ class Lane:
             if ts_type == TIMESTAMP_NOT_AVAILABLE:
                 ts = 0
             size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            if headers:
+                for h_key, h_value in headers:
+                    size += len(h_key) + (len(h_value) if h_value is not None else 0)
+            in_bytes += size
             entry = (offset, size)
             for produce, dest in routes_of[topic]:
                 q = pending.get((dest, partition))
@@ -298,7 +359,7 @@ class Lane:
             n += 1
         ledger.in_flight_bytes += sent_bytes
         self.status.records += n
-        self.metrics.records(n)
+        self.metrics.records(n, in_bytes)
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._PARTITION_EOF:
@@ -365,6 +426,7 @@ class Lane:
 
     # ------------------------------------------------------------------ commits
     def _commit(self, tps: Iterable[tuple[str, int]]) -> None:
+        self._flush_acked()
         tps = list(tps)
         if not tps:
             return
@@ -388,8 +450,38 @@ class Lane:
             log.warning("commit_failed", lane=self.spec.name, error=err.str())
             return
         for p in offsets:
-            self._last_committed[(p.topic, p.partition)] = p.offset
+            tp = (p.topic, p.partition)
+            self._last_committed[tp] = p.offset
+            acked = [self._acked_ts.get((d, p.partition)) for d in self.ledger.destinations_of.get(p.topic, ())]
+            if acked and None not in acked:
+                self._committed_ts[tp] = min(acked)  # type: ignore[type-var]
         self.status.committed = dict(self._last_committed)
+
+    def _flush_acked(self) -> None:
+        for dest, n in self._acked.items():
+            if n:
+                self.metrics.acked(dest, self.codec_of[dest], n)
+                self.status.acked[dest] = self.status.acked.get(dest, 0) + n
+                self._acked[dest] = 0
+
+    def _final_figures(self) -> None:
+        """Before closing: one more statistics emission (the last batches), and lag from the watermarks."""
+        seen = self._stats_emissions
+        deadline = time.monotonic() + self.config.metrics.stats_interval_ms / 1000 + 1
+        while self._stats_emissions < seen + len(self.producers) and time.monotonic() < deadline:
+            self._poll_producers(0.1)
+        now_ms = time.time() * 1000
+        for tp in sorted(self._assigned):
+            committed = self._last_committed.get(tp)
+            if committed is None:
+                continue
+            try:
+                high = self.consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5)[1]
+            except KafkaException:
+                continue
+            lag = max(0, high - committed)
+            ts = self._committed_ts.get(tp)
+            self.metrics.lag(tp[0], tp[1], lag, 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000))
 
     def _caught_up(self) -> bool:
         if not self.end_offsets:
@@ -421,10 +513,12 @@ class Lane:
                 for p in self.producers:
                     p.flush(self.config.shutdown_timeout_s)
             self._commit(self._assigned)
+            self._final_figures()
         except TranscoderError:
             if not failed:
                 raise
         finally:
+            self.threads.cpu_by_owner()  # last reading before the clients' threads exit
             outstanding = self.ledger.outstanding(self._assigned)
             if outstanding:
                 log.warning("lane_stopped_with_records_in_flight", lane=self.spec.name, records=outstanding,

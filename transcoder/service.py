@@ -17,6 +17,7 @@ from transcoder.config import Config
 from transcoder.errors import KafkaUnavailableError, TranscoderError
 from transcoder.lane import Lane
 from transcoder.metrics import Metrics
+from transcoder.threads import ThreadLedger
 
 log = structlog.get_logger("transcoder.service")
 
@@ -28,22 +29,28 @@ class Prepared:
     created: list[str]
 
 
+@topics.admin_retry
+def _list_offsets(admin: AdminClient, tps: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    futures = admin.list_offsets({tp: spec for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED,
+                                 request_timeout=30)
+    return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
+
+
 def end_offsets(admin: AdminClient, shapes: dict[str, topics.TopicShape]) -> dict[tuple[str, int], tuple[int, int]]:
-    """(low, high) offsets of every partition, as a read_committed consumer sees them now."""
+    """(low, high) offsets of every partition, as a read_committed consumer sees them now.
+
+    Retriable errors (a just-created topic without a leader yet) are retried.
+    """
     tps = [TopicPartition(t, p) for t, s in shapes.items() for p in range(s.partitions)]
     if not tps:
         return {}
-    out: dict[tuple[str, int], list[int]] = {(tp.topic, tp.partition): [0, 0] for tp in tps}
-    for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
-        futures = admin.list_offsets({tp: spec for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED,
-                                     request_timeout=30)
-        for tp, fut in futures.items():
-            try:
-                out[(tp.topic, tp.partition)][i] = fut.result().offset
-            except KafkaException as exc:
-                raise KafkaUnavailableError(f"cannot list offsets of {tp.topic} [{tp.partition}]: "
-                                            f"{exc.args[0].str()}") from exc
-    return {k: (v[0], v[1]) for k, v in out.items()}
+    try:
+        low = _list_offsets(admin, tps, OffsetSpec.earliest())
+        high = _list_offsets(admin, tps, OffsetSpec.latest())
+    except KafkaException as exc:
+        raise KafkaUnavailableError(f"cannot list offsets of {', '.join(sorted(shapes))}: "
+                                    f"{exc.args[0].str()}") from exc
+    return {tp: (low[tp], high[tp]) for tp in low}
 
 
 class Service:
@@ -52,6 +59,12 @@ class Service:
         self.metrics = Metrics(registry or CollectorRegistry())
         self.lanes: list[Lane] = []
         self.stop_event = threading.Event()
+        self.threads = ThreadLedger()
+        self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
+
+    def cpu_by_lane(self) -> dict[tuple[str, str], float]:
+        """CPU seconds per (lane, part): consume, produce, loop."""
+        return {k: v for k, v in self.threads.cpu_by_owner().items() if isinstance(k, tuple)}
 
     def prepare(self, *, create: bool) -> Prepared:
         """Every pre-flight check; with `create`, also create missing destination topics."""
@@ -91,7 +104,8 @@ class Service:
         ends = end_offsets(self._src_admin, prepared.provision.sources) if until_caught_up else None
         self.lanes = [
             Lane(spec, self.config, self.metrics.lane(spec.name),
-                 end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources} if ends is not None else None)
+                 end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources} if ends is not None else None,
+                 threads=self.threads)
             for spec in prepared.plan.lanes
         ]
         errors: list[BaseException] = []

@@ -24,13 +24,14 @@ def _retriable(exc: BaseException) -> bool:
     return isinstance(exc, KafkaException) and bool(exc.args) and exc.args[0].retriable()
 
 
-_admin_retry = retry(
+#: Retry an admin call while Kafka says the error is retriable (a leader moving, a topic being created).
+admin_retry = retry(
     retry=retry_if_exception(_retriable), stop=stop_after_attempt(5),
     wait=wait_exponential(multiplier=0.2, max=5), reraise=True,
 )
 
 
-@_admin_retry
+@admin_retry
 def describe(admin: AdminClient, name: str, *, timeout: float = 10.0) -> TopicShape | None:
     """The topic's partition count, or None if it does not exist."""
     md = admin.list_topics(topic=name, timeout=timeout)
@@ -42,7 +43,7 @@ def describe(admin: AdminClient, name: str, *, timeout: float = 10.0) -> TopicSh
     return TopicShape(name=name, partitions=len(t.partitions))
 
 
-@_admin_retry
+@admin_retry
 def _create(admin: AdminClient, topic: NewTopic, timeout: float) -> None:
     fut = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)[topic.topic]
     try:
@@ -125,7 +126,7 @@ class TopicConfigs:
     explicit: set[str]  # set on the topic itself, not inherited from broker defaults
 
 
-@_admin_retry
+@admin_retry
 def describe_configs(admin: AdminClient, names: list[str], *, timeout: float = 30.0) -> dict[str, TopicConfigs]:
     if not names:
         return {}

@@ -1,0 +1,75 @@
+"""CPU time of this process's threads (/proc/self/task/*/stat), and which client each belongs to.
+
+librdkafka names its threads rdk:main, rdk:broker<N>... alike in every client, so a thread is
+attributed to a client by diffing the task list around the client's creation (after a
+metadata request, which makes it start a thread per broker). Threads that appear later (a
+broker added to the cluster) are counted under "unattributed".
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Hashable
+from pathlib import Path
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+TASKS = Path("/proc/self/task")
+
+
+def parse_stat(text: str) -> tuple[str, float]:
+    """(thread name, user + system CPU seconds) from one /proc/<pid>/task/<tid>/stat line."""
+    # The name is in parentheses and may itself hold spaces or parentheses: split at the last ')'.
+    open_, close = text.index("("), text.rindex(")")
+    name = text[open_ + 1:close]
+    fields = text[close + 2:].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5), counted from 1
+    return name, (utime + stime) / _TICKS
+
+
+def thread_ids() -> set[int]:
+    return {int(p.name) for p in TASKS.iterdir() if p.name.isdigit()}
+
+
+def thread_cpu(tid: int) -> tuple[str, float] | None:
+    try:
+        return parse_stat((TASKS / str(tid) / "stat").read_text())
+    except (OSError, ValueError):
+        return None  # the thread has exited
+
+
+class ThreadLedger:
+    """Owner of each thread, and CPU seconds per owner, kept when threads exit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: dict[int, Hashable] = {}
+        self._last: dict[int, float] = {}  # tid -> CPU seconds last read (a dead thread keeps its total)
+
+    def claim(self, owner: Hashable, tids: set[int]) -> None:
+        with self._lock:
+            for tid in tids:
+                self._owner.setdefault(tid, owner)
+
+    def create(self, owner: Hashable, make: Callable[[], object],
+               warm: Callable[[object], None] | None = None) -> object:
+        """Build a client, let `warm` start its threads, and claim the new threads for `owner`."""
+        before = thread_ids()
+        client = make()
+        if warm is not None:
+            warm(client)
+        self.claim(owner, thread_ids() - before)
+        return client
+
+    def cpu_by_owner(self) -> dict[Hashable, float]:
+        """CPU seconds per owner since its threads started (threads no one claimed: 'unattributed')."""
+        with self._lock:
+            for tid in thread_ids():
+                got = thread_cpu(tid)
+                if got is not None:
+                    self._last[tid] = got[1]
+            out: dict[Hashable, float] = {}
+            for tid, cpu in self._last.items():
+                owner = self._owner.get(tid, "unattributed")
+                out[owner] = out.get(owner, 0.0) + cpu
+            return out
