@@ -52,9 +52,12 @@ class Cluster:
         assert st is not None
         change = (["--add-config", f"producer_byte_rate={bytes_per_second}"] if bytes_per_second
                   else ["--delete-config", "producer_byte_rate"])
-        subprocess.run(["java", "-cp", st.classpath, "kafka.admin.ConfigCommand", "--bootstrap-server",
-                        self.bootstrap, "--alter", *change, "--entity-type", "clients", "--entity-name", client_id],
-                       check=True, capture_output=True, timeout=60)
+        proc = subprocess.run(["java", "-cp", st.classpath, "kafka.admin.ConfigCommand", "--bootstrap-server",
+                               self.bootstrap, "--alter", *change, "--entity-type", "clients", "--entity-name",
+                               client_id], capture_output=True, text=True, timeout=60)
+        # Removing a quota that is not set fails in ConfigCommand; removal is meant to be idempotent.
+        if proc.returncode != 0 and (bytes_per_second or "Invalid config" not in proc.stdout + proc.stderr):
+            raise AssertionError(f"ConfigCommand failed: {proc.stdout} {proc.stderr}")
 
 
 @pytest.fixture(scope="session")

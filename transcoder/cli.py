@@ -314,7 +314,7 @@ def run(config_path: Path, until_caught_up: bool) -> None:
     signal.signal(signal.SIGINT, on_signal)
     log.info("service_starting", config=str(config_path), cluster=conf.cluster.redacted(), lanes=conf.lanes,
              until_caught_up=until_caught_up)
-    service.serve_metrics()
+    service.serve()
     service.run(until_caught_up=until_caught_up)
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
 
@@ -342,3 +342,35 @@ def demo(kind: str, size: int, partitions: int, fmt: str) -> None:
         click.echo(report.as_json(rows))
     else:
         Console(width=None if sys.stdout.isatty() else 160).print(report.table(rows))
+
+
+# ---------------------------------------------------------------- report
+@main.command()
+@click.option("--url", default="http://localhost:9308", show_default=True, envvar="TRANSCODER_URL",
+              help="A running instance's endpoint (its metrics port).")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
+              show_default=True)
+@click.option("--timeout", type=float, default=10.0, show_default=True)
+def report(url: str, fmt: str, timeout: float) -> None:
+    """Per destination of a running instance: records, CPU per 1M records, disk, ratios, lag, p99 latency."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from rich.console import Console
+
+    from transcoder import report as report_mod
+
+    status_url = url.rstrip("/") + "/status"
+    try:
+        with urllib.request.urlopen(status_url, timeout=timeout) as resp:
+            doc = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise TranscoderError(f"cannot read {status_url}: {getattr(exc, 'reason', exc)}") from exc
+    rows = report_mod.from_status(doc)
+    if fmt == "markdown":
+        click.echo(report_mod.status_markdown(rows))
+    elif fmt == "json":
+        click.echo(report_mod.as_json(rows))
+    else:
+        Console(width=None if sys.stdout.isatty() else 220).print(report_mod.status_table(rows))

@@ -100,6 +100,8 @@ class LaneStatus:
     dead_lettered: int = 0
     loop_cpu_seconds: float = 0.0  # CPU of the lane's own (Python) thread; librdkafka threads excluded
     acked: dict[str, int] = field(default_factory=dict)  # destination topic -> records acknowledged
+    source_bytes: int = 0  # key + value + headers of the records consumed
+    lag: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)  # -> (records, seconds)
     last_loop: float = field(default_factory=time.monotonic)
 
 
@@ -197,7 +199,11 @@ class Lane:
         for (topic, partition), lag in consumer_lag(json.loads(raw)).items():
             ts = self._committed_ts.get((topic, partition))
             seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
-            self.metrics.lag(topic, partition, lag, seconds)
+            self._set_lag((topic, partition), lag, seconds)
+
+    def _set_lag(self, tp: tuple[str, int], records: int, seconds: float) -> None:
+        self.status.lag[tp] = (records, seconds)
+        self.metrics.lag(tp[0], tp[1], records, seconds)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
@@ -359,6 +365,7 @@ class Lane:
             n += 1
         ledger.in_flight_bytes += sent_bytes
         self.status.records += n
+        self.status.source_bytes += in_bytes
         self.metrics.records(n, in_bytes)
 
     def _consumer_error(self, err: KafkaError) -> None:
@@ -481,7 +488,7 @@ class Lane:
                 continue
             lag = max(0, high - committed)
             ts = self._committed_ts.get(tp)
-            self.metrics.lag(tp[0], tp[1], lag, 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000))
+            self._set_lag(tp, lag, 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000))
 
     def _caught_up(self) -> bool:
         if not self.end_offsets:

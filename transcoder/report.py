@@ -27,6 +27,27 @@ class Row:
     ratio_to_uncompressed: float | None  # uncompressed record bytes / this topic's disk bytes
 
 
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """Prometheus-style quantile from cumulative (upper bound, count) buckets, +Inf last.
+
+    Linear within the bucket that holds the q-th value; the lower edge of the first bucket is 0.
+    None when there are no observations; the highest finite bound when q falls in +Inf.
+    """
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    prev_bound, prev_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return prev_bound
+            if count == prev_count:
+                return bound
+            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
+        prev_bound, prev_count = bound, count
+    return prev_bound
+
+
 def _ratio(num: float | None, den: float) -> float | None:
     """num / den, or None when there is nothing to divide by (an empty topic has no ratio)."""
     return num / den if num is not None and den else None
@@ -48,7 +69,7 @@ _HEADERS = ("topic", "codec", "records", "on-disk bytes", "avg record on disk", 
             "ratio to uncompressed")
 
 
-def _fmt(value: float | None, fmt: str, unit: str) -> str:
+def _fmt(value: float | None, fmt: str, unit: str = "") -> str:
     return "-" if value is None else format(value, fmt) + unit
 
 
@@ -57,22 +78,88 @@ def _cells(r: Row) -> tuple[str, ...]:
             _fmt(r.ratio_to_source, ".2f", "x"), _fmt(r.ratio_to_uncompressed, ".2f", "x"))
 
 
-def markdown(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(_HEADERS) + " |", "|" + "|".join("---" for _ in _HEADERS) + "|"]
-    lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
+def _markdown(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def as_json(rows: list[Row]) -> str:
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, text_columns: int) -> object:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="left" if i < text_columns else "right")
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def markdown(rows: list[Row]) -> str:
+    return _markdown(_HEADERS, [_cells(r) for r in rows])
+
+
+def as_json(rows: list[Row] | list[DestinationRow]) -> str:
     return json.dumps([asdict(r) for r in rows], indent=2)
 
 
 def table(rows: list[Row], title: str = "per-codec comparison") -> object:
-    from rich.table import Table
+    return _table(_HEADERS, [_cells(r) for r in rows], title, 2)
 
-    t = Table(title=title, title_justify="left")
-    for i, h in enumerate(_HEADERS):
-        t.add_column(h, justify="left" if i < 2 else "right")
-    for r in rows:
-        t.add_row(*_cells(r))
-    return t
+
+# ---------------------------------------------------------------- `transcoder report`: a running instance
+@dataclass(frozen=True)
+class DestinationRow:
+    """One destination of a running instance, from its /status document."""
+
+    lane: str
+    destination: str
+    codec: str
+    records: int
+    cpu_seconds_per_million_records: float | None  # the lane's, all parts
+    disk_bytes: int | None
+    avg_record_disk_bytes: float | None
+    ratio_to_source_disk: float | None  # source bytes on disk / destination bytes on disk
+    ratio_to_uncompressed: float | None  # uncompressed record bytes sent / compressed bytes sent (wire)
+    lag_records: int
+    latency_p99_seconds: float | None
+    broker_recompression: str | None
+
+
+def from_status(doc: dict) -> list[DestinationRow]:
+    rows = []
+    for lane in doc.get("lanes", []):
+        lag = sum(lane.get("lag_records", {}).values())
+        for d in lane.get("destinations", []):
+            disk, src_disk = d.get("disk_bytes"), d.get("source_disk_bytes")
+            rows.append(DestinationRow(
+                lane=lane["name"], destination=d["topic"], codec=d["codec"], records=d.get("records_out", 0),
+                cpu_seconds_per_million_records=lane.get("cpu_seconds_per_million_records"),
+                disk_bytes=disk,
+                avg_record_disk_bytes=_ratio(disk, d.get("topic_records") or 0),
+                ratio_to_source_disk=_ratio(src_disk, disk or 0),
+                ratio_to_uncompressed=_ratio(d.get("record_bytes_out") or None, d.get("compressed_bytes") or 0),
+                lag_records=lag, latency_p99_seconds=d.get("latency_p99_seconds"),
+                broker_recompression=d.get("broker_recompression"),
+            ))
+    return rows
+
+
+_STATUS_HEADERS = ("lane", "destination", "codec", "records", "CPU s / 1M records", "on-disk bytes",
+                   "avg record on disk", "ratio to source (disk)", "ratio to uncompressed (wire)", "lag (records)",
+                   "p99 latency", "broker recompression")
+
+
+def _status_cells(r: DestinationRow) -> tuple[str, ...]:
+    return (r.lane, r.destination, r.codec, f"{r.records:,}", _fmt(r.cpu_seconds_per_million_records, ",.2f"),
+            _fmt(r.disk_bytes, ","), _fmt(r.avg_record_disk_bytes, ",.1f", " B"),
+            _fmt(r.ratio_to_source_disk, ".2f", "x"), _fmt(r.ratio_to_uncompressed, ".2f", "x"),
+            f"{r.lag_records:,}", _fmt(r.latency_p99_seconds, ",.3f", " s"), r.broker_recompression or "no")
+
+
+def status_markdown(rows: list[DestinationRow]) -> str:
+    return _markdown(_STATUS_HEADERS, [_status_cells(r) for r in rows])
+
+
+def status_table(rows: list[DestinationRow], title: str = "transcoder report") -> object:
+    return _table(_STATUS_HEADERS, [_status_cells(r) for r in rows], title, 3)
