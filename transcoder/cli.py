@@ -329,19 +329,24 @@ def run(config_path: Path, until_caught_up: bool) -> None:
               show_default=True)
 def demo(kind: str, size: int, partitions: int, fmt: str) -> None:
     """Start a local Kafka, seed realistic data, copy it into one topic per codec, print the comparison."""
+    import json
+
     from rich.console import Console
 
     from transcoder import demo as demo_mod
     from transcoder import report
 
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-    rows = demo_mod.run(kind=kind, size_bytes=size, partitions=partitions, state_dir=None, console=err)
+    rows, lanes = demo_mod.run(kind=kind, size_bytes=size, partitions=partitions, state_dir=None, console=err)
     if fmt == "markdown":
-        click.echo(report.markdown(rows))
+        click.echo(report.markdown(rows) + "\n\n" + report.status_markdown(lanes))
     elif fmt == "json":
-        click.echo(report.as_json(rows))
+        click.echo(json.dumps({"topics": json.loads(report.as_json(rows)),
+                               "lanes": json.loads(report.as_json(lanes))}, indent=2))
     else:
-        Console(width=None if sys.stdout.isatty() else 160).print(report.table(rows))
+        out = Console(width=None if sys.stdout.isatty() else 220)
+        out.print(report.table(rows))
+        out.print(report.status_table(lanes, title="transcoder report (the lanes, as `transcoder report` shows them)"))
 
 
 # ---------------------------------------------------------------- report

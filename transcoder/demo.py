@@ -40,11 +40,12 @@ def demo_config(bootstrap: str) -> config.Config:
         "cluster": {"bootstrap_servers": bootstrap},
         "group_id": "transcoder-demo",
         "routes": [{"source": SOURCE, "destinations": [{"codec": c} for c in CODECS]}],
-        "metrics": {"port": 0},
+        "metrics": {"port": 0, "stats_interval_ms": 1000, "disk_interval_s": 5},
     }, source="demo", environ={})
 
 
-def run(*, kind: str, size_bytes: int, partitions: int, state_dir: Path | None, console: Console) -> list[report.Row]:
+def run(*, kind: str, size_bytes: int, partitions: int, state_dir: Path | None,
+        console: Console) -> tuple[list[report.Row], list[report.DestinationRow]]:
     with tempfile.TemporaryDirectory(prefix="transcoder-demo-") as tmp:
         local = LocalKafka(state_dir or Path(tmp) / "kafka")
         console.print("[bold]1/4[/] starting a local Kafka broker (KRaft, from Maven Central jars)")
@@ -73,6 +74,7 @@ def run(*, kind: str, size_bytes: int, partitions: int, state_dir: Path | None, 
             codec_of = {SOURCE: "source (none)"} | {d.topic: d.codec for d in prepared.provision.destinations}
             figures = measure(st.bootstrap, codec_of)
             dests = [figures[d.topic] for d in prepared.provision.destinations]
-            return report.comparison(figures[SOURCE], dests, uncompressed_bytes=seeded.bytes)
+            return (report.comparison(figures[SOURCE], dests, uncompressed_bytes=seeded.bytes),
+                    report.from_status(service.status()))
         finally:
             local.down()

@@ -422,7 +422,8 @@ def test_demo_prints_a_measured_comparison():
 
     proc = run_cli("demo", "--bytes", "3MB", "--partitions", "2", "--format", "json", timeout=600)
     assert proc.returncode == 0, proc.stderr
-    rows = {r["codec"]: r for r in json.loads(proc.stdout)}
+    doc = json.loads(proc.stdout)
+    rows = {r["codec"]: r for r in doc["topics"]}
     assert set(rows) == {"source (none)", *CODECS}
     n = rows["source (none)"]["records"]
     assert n > 10_000 and all(r["records"] == n for r in rows.values())
@@ -430,6 +431,11 @@ def test_demo_prints_a_measured_comparison():
     assert rows["gzip"]["ratio_to_source"] > 3
     for r in rows.values():
         assert r["avg_record_disk_bytes"] == pytest.approx(r["disk_bytes"] / r["records"])
+    # The demo ends with the report of its lanes: every codec copied every record, nothing behind.
+    lanes = {r["codec"]: r for r in doc["lanes"]}
+    assert set(lanes) == set(CODECS)
+    assert all(r["records"] == n and r["lag_records"] == 0 for r in lanes.values())
+    assert all(r["disk_bytes"] == rows[c]["disk_bytes"] for c, r in lanes.items())
 
 
 def test_a_second_instance_rebalances_cooperatively_without_loss_or_duplicates(kafka, topic_factory, admin,
