@@ -82,6 +82,37 @@ class BrokerInfo:
             out[t] = out.get(t, 0) + size
         return {t: out.get(t, 0) for t in topics}
 
+    def stored_codecs(self, topic: str, partition: int, offset: int, *, leader: int,
+                      max_bytes: int = 1 << 20) -> list[tuple[int, int]]:
+        """(base offset, codec id) of the batches the broker stores from `offset` on (one Fetch).
+
+        The codec id is the low bits of the batch attributes, as stored, whatever the producer sent.
+        """
+        from kafka.protocol.consumer import FetchRequest
+        from kafka.record import MemoryRecords
+
+        topic_cls = FetchRequest.FetchTopic
+        request = FetchRequest(
+            max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=1, session_id=0, session_epoch=-1,
+            topics=[topic_cls(topic=topic, partitions=[topic_cls.FetchPartition(
+                partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])],
+            forgotten_topics_data=[], rack_id="",
+            min_version=4, max_version=12,  # 13+ names topics by id
+        )
+        manager = self._client()._manager  # kafka-python has no public raw Fetch
+
+        async def fetch() -> Any:
+            return await manager.send(request, node_id=leader)
+
+        part = manager.run(fetch).responses[0].partitions[0]
+        if part.error_code:
+            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: error {part.error_code}")
+        records = MemoryRecords(part.records or b"")
+        out = []
+        while (batch := records.next_batch()) is not None:
+            out.append((batch.base_offset, batch.compression_type))
+        return out
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()

@@ -48,3 +48,20 @@ def broker_recompresses(topic_compression_type: str, produced: Codec) -> bool:
     if t == "uncompressed":
         return produced != "none"
     return t != produced
+
+
+CODEC_OF_ID: dict[int, Codec] = {v: k for k, v in ATTRIBUTE_ID.items()}
+
+
+def stored_recompressed(stored_id: int, produced: Codec, topic_compression_type: str) -> bool:
+    """True when a stored batch's codec shows the broker recompressed what was produced.
+
+    A batch stored uncompressed on a `producer` topic is librdkafka's choice (it sends a batch
+    uncompressed when compressing would not shrink it), not the broker's.
+    """
+    stored = CODEC_OF_ID.get(stored_id)
+    if stored == produced:
+        return False
+    if stored == "none" and topic_compression_type.strip().lower() == "producer":
+        return False
+    return True

@@ -10,14 +10,15 @@ from typing import Any
 import structlog
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafka.errors import KafkaError as KafkaPythonError
 from prometheus_client import CollectorRegistry
 
 from transcoder import routes, topics
 from transcoder.brokers import BrokerInfo
 from transcoder.clients import connect_admin
-from transcoder.codecs import broker_recompresses
-from transcoder.endpoints import Endpoints
+from transcoder.codecs import CODEC_OF_ID, broker_recompresses, stored_recompressed
 from transcoder.config import Config
+from transcoder.endpoints import Endpoints
 from transcoder.errors import KafkaUnavailableError, TranscoderError
 from transcoder.lane import Lane
 from transcoder.metrics import Metrics
@@ -70,6 +71,7 @@ class Service:
         self.disk: dict[str, int] = {}
         self.topic_records: dict[str, int] = {}  # destination -> records it holds (end - start offsets)
         self.recompression: dict[str, str | None] = {}
+        self._polls = 0
         self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
 
     def cpu_by_lane(self) -> dict[tuple[str, str], float]:
@@ -205,8 +207,9 @@ class Service:
             while True:
                 try:
                     self._read_broker_figures(prepared, dests, lane_of, allowed, src_info, dst_info)
-                except Exception as exc:  # reported, and tried again next interval
-                    log.warning("broker_figures_failed", error=str(exc))
+                except (KafkaException, KafkaPythonError, TranscoderError, OSError) as exc:
+                    # The brokers did not answer this time: reported, and asked again next interval.
+                    log.warning("broker_figures_failed", error=f"{type(exc).__name__}: {exc}")
                 if self._lanes_done():
                     return  # that was the reading after the last lane stopped
                 if self.stop_event.is_set():  # stopping: one more reading once every lane has drained
@@ -228,8 +231,9 @@ class Service:
         sizes = src_info.topic_sizes(prepared.plan.sources) | dst_info.topic_sizes(dests)
         self.disk.update(sizes)
         shapes = {d.topic: topics.TopicShape(d.topic, d.partitions) for d in dests.values()}
+        offsets = end_offsets(self._dst_admin, shapes)
         counts: dict[str, int] = {}
-        for (t, _), (low, high) in end_offsets(self._dst_admin, shapes).items():
+        for (t, _), (low, high) in offsets.items():
             counts[t] = counts.get(t, 0) + high - low
         self.topic_records.update(counts)
         for t in prepared.plan.sources:
@@ -240,19 +244,38 @@ class Service:
                 self.metrics.disk_ratio.labels(lane=lane_of[name].name, destination=name, codec=d.codec).set(
                     sizes[d.source] / sizes[name])
         configs = topics.describe_configs(self._dst_admin, list(dests))
+        self._polls += 1
         for name, d in dests.items():
             ctype = configs[name].effective.get("compression.type", "producer")
             codec = next(t.destination.codec for t in lane_of[name].targets if name in t.topics.values())
-            drift = broker_recompresses(ctype, codec)
-            self.metrics.recompression.labels(lane=lane_of[name].name, destination=name, reason="config").set(
-                1 if drift else 0)
+            lane = lane_of[name].name
+            found = []
+            if broker_recompresses(ctype, codec):
+                found.append(("config", f"compression.type={ctype}"))
+            self.metrics.recompression.labels(lane=lane, destination=name, reason="config").set(1 if found else 0)
+            # A sampled stored batch: the newest of one partition, a different partition each poll.
+            partition = self._polls % d.partitions
+            low, high = offsets[(name, partition)]
+            stored = self._sample_stored_codec(dst_info, name, partition, high - 1) if high > low else None
+            if stored is not None and stored_recompressed(stored, codec, ctype):
+                found.append(("stored", f"stored as {CODEC_OF_ID.get(stored, stored)} in partition {partition}"))
+            self.metrics.recompression.labels(lane=lane, destination=name, reason="stored").set(
+                1 if any(r == "stored" for r, _ in found) else 0)
             was = self.recompression.get(name)
-            self.recompression[name] = f"compression.type={ctype}" if drift else None
-            if drift and not was:
-                log.warning("broker_recompression", destination=name, compression_type=ctype, codec=codec,
+            self.recompression[name] = "; ".join(why for _, why in found) or None
+            if found and not was:
+                log.warning("broker_recompression", destination=name, codec=codec, found=self.recompression[name],
                             allowed=allowed.get(name, False),
                             fix=f"kafka-configs --alter --entity-type topics --entity-name {name} "
                                 "--add-config compression.type=producer")
+
+    def _sample_stored_codec(self, info: BrokerInfo, topic: str, partition: int, offset: int) -> int | None:
+        """Codec id of the stored batch holding `offset` (None when the broker has no leader for it now)."""
+        md = self._dst_admin.list_topics(topic, timeout=10).topics[topic].partitions.get(partition)
+        if md is None or md.leader < 0:
+            return None
+        batches = info.stored_codecs(topic, partition, offset, leader=md.leader)
+        return batches[0][1] if batches else None
 
     def run(self, *, until_caught_up: bool = False) -> Prepared:
         prepared = self.prepare(create=True)

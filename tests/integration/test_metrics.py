@@ -163,3 +163,20 @@ def test_cpu_grows_with_work_and_zstd_costs_more_than_lz4(kafka, topic_factory):
         for part in ("consume", "produce", "loop"):
             assert second[(lane, part)] > first.get((lane, part), 0.0), (lane, part)
     assert second[(zstd, "produce")] > second[(lz4, "produce")]
+
+
+def test_broker_recompression_is_detected_from_config_and_stored_batches(kafka, topic_factory):
+    source = topic_factory(partitions=1)
+    seed(kafka, source, 20_000, partitions=None)
+    recompressed = topic_factory(partitions=1, config={"compression.type": "gzip"}, name=f"{source}.zstd")
+    service = Service(make_config(kafka, source, [{"codec": "zstd", "allow_broker_recompression": True},
+                                                  {"codec": "lz4"}]))
+    service.run(until_caught_up=True)
+    bad = {"lane": recompressed, "destination": recompressed}
+    good = {"lane": f"{source}.lz4", "destination": f"{source}.lz4"}
+    assert sample(service, "transcoder_broker_recompression", **bad, reason="config") == 1
+    assert sample(service, "transcoder_broker_recompression", **bad, reason="stored") == 1
+    assert service.recompression[recompressed] == "compression.type=gzip; stored as gzip in partition 0"
+    assert sample(service, "transcoder_broker_recompression", **good, reason="config") == 0
+    assert sample(service, "transcoder_broker_recompression", **good, reason="stored") == 0
+    assert service.recompression[f"{source}.lz4"] is None

@@ -79,3 +79,18 @@ def test_broker_recompresses_truth_table(topic_type, produced, expected):
 ])
 def test_broker_recompresses_ignores_case_and_space(topic_type, produced, expected):
     assert broker_recompresses(topic_type, produced) is expected
+
+
+@pytest.mark.parametrize("stored,produced,topic_type,expected", [
+    (4, "zstd", "producer", False),   # stored as produced
+    (0, "zstd", "producer", False),   # librdkafka sent an incompressible batch uncompressed
+    (1, "zstd", "producer", True),    # gzip where zstd was produced: recompressed
+    (1, "zstd", "gzip", True),
+    (0, "lz4", "uncompressed", True),  # the broker decompressed it
+    (3, "lz4", "lz4", False),
+    (2, "none", "producer", True),
+])
+def test_stored_recompressed(stored, produced, topic_type, expected):
+    from transcoder.codecs import stored_recompressed
+
+    assert stored_recompressed(stored, produced, topic_type) is expected
