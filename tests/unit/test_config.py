@@ -514,28 +514,17 @@ def test_load_directory(tmp_path):
     assert str(info.value) == f"cannot read config file {tmp_path}: Is a directory"
 
 
-def test_load_invalid_yaml_names_line(tmp_path):
+@pytest.mark.parametrize("text,message", [
+    ("group_id: x\n  bad: indent\n", "line 2 is not valid YAML: mapping values are not allowed here"),
+    ("- a\n- b\n", "the config must be a YAML mapping, not list"),
+    (VALID + "rotues: []\n", "rotues: Extra inputs are not permitted"),
+])
+def test_load_errors_are_prefixed_by_path(tmp_path, text, message):
     p = tmp_path / "c.yaml"
-    p.write_text("group_id: x\n  bad: indent\n")
+    p.write_text(text)
     with pytest.raises(ConfigError) as info:
         load(p, environ={})
-    assert str(info.value) == f"{p}: line 2 is not valid YAML: mapping values are not allowed here"
-
-
-def test_load_top_level_list(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text("- a\n- b\n")
-    with pytest.raises(ConfigError) as info:
-        load(p, environ={})
-    assert str(info.value) == f"{p}: the config must be a YAML mapping, not list"
-
-
-def test_load_validation_errors_are_prefixed_by_path(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text(VALID + "rotues: []\n")
-    with pytest.raises(ConfigError) as info:
-        load(p, environ={})
-    assert str(info.value) == f"{p}: rotues: Extra inputs are not permitted"
+    assert str(info.value) == f"{p}: {message}"
 
 
 def test_load_empty_file(tmp_path):

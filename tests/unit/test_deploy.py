@@ -37,3 +37,39 @@ def test_dockerfile_installs_pinned_wheels_and_runs_as_non_root():
     assert '"/etc/transcoder/config.yaml"' in text
     for path in ("pyproject.toml", "constraints.txt", "README.md", "transcoder"):
         assert (ROOT / path).exists()
+
+
+def test_helm_default_values_hold_a_valid_config():
+    values = yaml.safe_load((ROOT / "helm/transcoder/values.yaml").read_text())
+    conf = config.parse(values["config"], environ={})
+    assert conf.metrics.port == 9308
+    assert values["terminationGracePeriodSeconds"] > conf.shutdown_timeout_s
+    deployment = (ROOT / "helm/transcoder/templates/deployment.yaml").read_text()
+    assert "path: /healthz" in deployment and "path: /readyz" in deployment
+
+
+def _helm() -> str | None:
+    import shutil
+
+    return shutil.which("helm") or next((str(p) for p in [Path.home() / "go/bin/helm"] if p.exists()), None)
+
+
+def test_helm_chart_lints_and_renders_a_valid_config():
+    import subprocess
+
+    import pytest
+
+    helm = _helm()
+    if helm is None:
+        pytest.skip("helm is not installed (.ci/run installs it with `go install`)")
+    chart = str(ROOT / "helm/transcoder")
+    lint = subprocess.run([helm, "lint", chart], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    out = subprocess.run([helm, "template", "t", chart, "--set", "kafkaSecret=kafka-creds"],
+                         capture_output=True, text=True, check=True).stdout
+    docs = {d["kind"]: d for d in yaml.safe_load_all(out) if d}
+    assert set(docs) == {"ConfigMap", "Service", "Deployment"}
+    conf = config.parse(yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"]), environ={})
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"][0]["containerPort"] == conf.metrics.port
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/etc/transcoder", "/var/run/secrets/kafka"}
