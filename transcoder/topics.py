@@ -20,13 +20,26 @@ class TopicShape:
     partitions: int
 
 
+#: Errors that pass once a leader is elected or metadata catches up. librdkafka flags request-level
+#: errors retriable itself, but per-partition errors in admin results (list_offsets, describe) come back
+#: built from the bare code, with retriable() False.
+TRANSIENT_CODES = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+})
+
+
 def _retriable(exc: BaseException) -> bool:
-    return isinstance(exc, KafkaException) and bool(exc.args) and exc.args[0].retriable()
+    if not (isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError)):
+        return False
+    err = exc.args[0]
+    return err.retriable() or err.code() in TRANSIENT_CODES
 
 
 #: Retry an admin call while Kafka says the error is retriable (a leader moving, a topic being created).
 admin_retry = retry(
-    retry=retry_if_exception(_retriable), stop=stop_after_attempt(5),
+    retry=retry_if_exception(_retriable), stop=stop_after_attempt(8),
     wait=wait_exponential(multiplier=0.2, max=5), reraise=True,
 )
 
@@ -52,7 +65,7 @@ def _create(admin: AdminClient, topic: NewTopic, timeout: float) -> None:
         err = exc.args[0]
         if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return
-        if err.retriable():
+        if _retriable(exc):
             raise
         raise TopicError(f"cannot create topic {topic.topic}: {_plain(err)}") from exc
 
@@ -138,7 +151,7 @@ def describe_configs(admin: AdminClient, names: list[str], *, timeout: float = 3
             entries = futures[r].result()
         except KafkaException as exc:
             err = exc.args[0]
-            if err.retriable():
+            if _retriable(exc):
                 raise
             raise TopicError(f"cannot describe configs of topic {name}: {_plain(err)}") from exc
         out[name] = TopicConfigs(

@@ -1,4 +1,4 @@
-"""transcoder.topics pure parts: destination_configs, COPIED_CONFIGS, TopicShape and Provision.to_create."""
+"""transcoder.topics pure parts: destination_configs, COPIED_CONFIGS, TopicShape, Provision.to_create, admin_retry."""
 
 from __future__ import annotations
 
@@ -6,7 +6,16 @@ import dataclasses
 
 import pytest
 
-from transcoder.topics import COPIED_CONFIGS, DestinationTopic, Provision, TopicShape, destination_configs
+from confluent_kafka import KafkaError, KafkaException
+
+from transcoder.topics import (
+    COPIED_CONFIGS,
+    DestinationTopic,
+    Provision,
+    TopicShape,
+    admin_retry,
+    destination_configs,
+)
 
 #: A source topic's effective configs as DescribeConfigs returns them (broker defaults included).
 EFFECTIVE = {
@@ -112,3 +121,36 @@ def test_provision_to_create(dlq, expected):
     p = Provision(sources={"s": TopicShape("s", 1)},
                   destinations=[_dest("a", True), _dest("b", False), _dest("c", True), _dest("d", False)], dlq=dlq)
     assert [d.topic for d in p.to_create] == expected
+
+
+@pytest.mark.parametrize("code", [KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                                  KafkaError.REQUEST_TIMED_OUT])
+def test_admin_retry_retries_per_partition_leader_errors(code, monkeypatch):
+    # per-partition errors in admin results are built from the bare code: retriable() is False
+    assert not KafkaError(code).retriable()
+    monkeypatch.setattr("tenacity.nap.time.sleep", lambda _s: None)
+    calls = []
+
+    @admin_retry
+    def list_offsets():
+        calls.append(1)
+        if len(calls) < 3:
+            raise KafkaException(KafkaError(code))
+        return 42
+
+    assert list_offsets() == 42
+    assert len(calls) == 3
+
+
+def test_admin_retry_does_not_retry_permanent_errors(monkeypatch):
+    monkeypatch.setattr("tenacity.nap.time.sleep", lambda _s: None)
+    calls = []
+
+    @admin_retry
+    def describe():
+        calls.append(1)
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+    with pytest.raises(KafkaException):
+        describe()
+    assert len(calls) == 1
