@@ -38,8 +38,9 @@ def kafka_python_config(librdkafka: Mapping[str, Any]) -> dict[str, Any]:
 class BrokerInfo:
     """One kafka-python admin connection, opened on first use and closed by `close`."""
 
-    def __init__(self, librdkafka: Mapping[str, Any]) -> None:
+    def __init__(self, librdkafka: Mapping[str, Any], *, timeout_s: float = 30.0) -> None:
         self._conf = kafka_python_config(librdkafka)
+        self._timeout_ms = int(timeout_s * 1000)
         self._admin: Any = None
 
     def _client(self) -> Any:
@@ -48,7 +49,8 @@ class BrokerInfo:
             from kafka.errors import KafkaError as KPError
 
             try:
-                self._admin = KafkaAdminClient(request_timeout_ms=30_000, **self._conf)
+                self._admin = KafkaAdminClient(request_timeout_ms=self._timeout_ms,
+                                               bootstrap_timeout_ms=self._timeout_ms, **self._conf)
             except KPError as exc:
                 raise KafkaUnavailableError(
                     f"cannot reach Kafka at {','.join(self._conf['bootstrap_servers'])}: {exc}") from exc
@@ -116,28 +118,67 @@ class BrokerInfo:
 
     def produce_batch(self, topic: str, partition: int, batch: bytes, *, leader: int,
                       timeout_ms: int = 30_000) -> int:
-        """Send one prebuilt v2 record batch (acks=all); return the base offset the broker gave it.
+        """Send one prebuilt v2 record batch (acks=all); return the base offset the broker gave it."""
+        code, base_offset = self.produce({(topic, partition): batch}, leader=leader, timeout_ms=timeout_ms)[
+            (topic, partition)]
+        if code:
+            raise KafkaUnavailableError(f"producing a batch to {topic} [{partition}]: error {code}")
+        return base_offset
 
-        For codec levels librdkafka refuses (zstd 13-22). Produce v7+ (zstd needs it), up to v12
-        (13+ names topics by id).
+    def produce(self, batches: Mapping[tuple[str, int], bytes], *, leader: int,
+                timeout_ms: int = 30_000) -> dict[tuple[str, int], tuple[int, int]]:
+        """One Produce request (acks=all) of prebuilt v2 batches, one per partition, to their leader.
+
+        Returns (error code, base offset) per partition, as the broker answered. For codec levels
+        librdkafka refuses (zstd 13-22). Produce v7+ (zstd needs it), up to v12 (13+ names
+        topics by id). Connection failures raise kafka-python's errors.
         """
         from kafka.protocol.producer import ProduceRequest
 
         data = ProduceRequest.TopicProduceData
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), batch in batches.items():
+            by_topic.setdefault(topic, []).append(data.PartitionProduceData(index=partition, records=batch))
         request = ProduceRequest(
             transactional_id=None, acks=-1, timeout_ms=timeout_ms,
-            topic_data=[data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=batch)])],
+            topic_data=[data(name=t, partition_data=parts) for t, parts in by_topic.items()],
             min_version=7, max_version=12,
         )
-        manager = self._client()._manager
+        manager = self._client()._manager  # kafka-python has no public raw Produce
 
         async def produce() -> Any:
-            return await manager.send(request, node_id=leader)
+            return await manager.send(request, node_id=leader, request_timeout_ms=timeout_ms + 5_000)
 
-        part = manager.run(produce).responses[0].partition_responses[0]
-        if part.error_code:
-            raise KafkaUnavailableError(f"producing a batch to {topic} [{partition}]: error {part.error_code}")
-        return part.base_offset
+        response = manager.run(produce)
+        return {(t.name, p.index): (p.error_code, p.base_offset)
+                for t in response.responses for p in t.partition_responses}
+
+    def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        """Leader broker id per (topic, partition); -1 where there is none right now.
+
+        A topic the broker does not know is left out.
+        """
+        out = {}
+        for t in self._client().describe_topics(list(topics)):
+            if t["error_code"]:
+                continue
+            for p in t["partitions"]:
+                out[(t["name"], p["partition_index"])] = p["leader_id"] if not p["error_code"] else -1
+        return out
+
+    def init_producer_id(self) -> tuple[int, int, int]:
+        """(error code, producer id, epoch) for an idempotent, non-transactional producer."""
+        from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000,
+                                        producer_id=-1, producer_epoch=-1)
+        manager = self._client()._manager
+
+        async def init() -> Any:
+            return await manager.send(request)
+
+        r = manager.run(init)
+        return r.error_code, r.producer_id, r.producer_epoch
 
     def close(self) -> None:
         if self._admin is not None:

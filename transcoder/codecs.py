@@ -11,22 +11,30 @@ CODECS: tuple[Codec, ...] = ("none", "gzip", "snappy", "lz4", "zstd")
 #: The low three bits of a v2 record batch's attributes (Kafka's CompressionType ids).
 ATTRIBUTE_ID: dict[Codec, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
-#: Levels librdkafka accepts in `compression.level` for each codec (it caps every codec at 12,
-#: so zstd 13..22 cannot be produced through librdkafka). None: the codec has no levels.
+#: Levels transcoder accepts for each codec. None: the codec has no levels.
 LEVELS: dict[Codec, tuple[int, int] | None] = {
     "none": None,
     "gzip": (0, 9),
     "snappy": None,
     "lz4": (0, 12),
-    "zstd": (1, 12),
+    "zstd": (1, 22),
 }
+
+#: librdkafka caps `compression.level` at 12 for every codec: zstd 13..22 batches are built by
+#: transcoder itself (codecs.encode_batch, sent by batchproducer.BatchProducer).
+LIBRDKAFKA_MAX_LEVEL = 12
+
+
+def built_here(codec: Codec, level: int | None) -> bool:
+    """True when batches of this codec and level are built by transcoder, not librdkafka."""
+    return codec == "zstd" and level is not None and level > LIBRDKAFKA_MAX_LEVEL
 
 #: Produce request version that first allowed zstd (Kafka 2.1, KIP-110).
 ZSTD_MIN_PRODUCE_VERSION = 7
 
 
 def check_level(codec: Codec, level: int | None) -> None:
-    """Raise ValueError if `level` is not one librdkafka accepts for `codec`."""
+    """Raise ValueError if `level` is not one transcoder can produce for `codec`."""
     if level is None:
         return
     bounds = LEVELS[codec]
@@ -34,7 +42,7 @@ def check_level(codec: Codec, level: int | None) -> None:
         raise ValueError(f"codec {codec} has no compression levels; remove `level`")
     lo, hi = bounds
     if not lo <= level <= hi:
-        raise ValueError(f"level {level} is outside {lo}..{hi}, the range librdkafka accepts for {codec}")
+        raise ValueError(f"level {level} is outside {lo}..{hi}, the range of {codec} levels")
 
 
 def broker_recompresses(topic_compression_type: str, produced: Codec) -> bool:

@@ -27,12 +27,14 @@ from confluent_kafka import (
 )
 
 from transcoder import routes
+from transcoder.batchproducer import BatchProducer, Delivered
 from transcoder.clients import client_config
+from transcoder.codecs import built_here
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.ledger import Ledger
 from transcoder.metrics import LaneMetrics
-from transcoder.stats import consumer_lag, producer_topics
+from transcoder.stats import TopicProduce, consumer_lag, producer_topics
 from transcoder.threads import ThreadLedger
 
 log = structlog.get_logger("transcoder.lane")
@@ -87,6 +89,20 @@ def producer_config(config: Config, lane: routes.Lane, target: routes.Target,
     return client_config(config.target_cluster.librdkafka(), **extra)
 
 
+def batch_producer(config: Config, lane: routes.Lane, target: routes.Target,
+                   on_delivery: Callable[[KafkaError | None, Any], None],
+                   on_stats: Callable[[dict[str, TopicProduce]], None]) -> BatchProducer:
+    """The producer of a destination librdkafka cannot compress (zstd 13-22), batching alike."""
+    d = target.destination
+    return BatchProducer(
+        config.target_cluster.librdkafka(), codec=d.codec, level=d.level,
+        client_id=f"transcoder-{lane.name}-{target.name}" if lane.name != target.name else f"transcoder-{target.name}",
+        linger_ms=d.batch.linger_ms, max_bytes=d.batch.max_bytes, max_records=d.batch.max_records,
+        on_delivery=on_delivery, on_stats=on_stats, stats_interval_ms=config.metrics.stats_interval_ms,
+        queue_max_bytes=2 * config.max_in_flight_bytes + (1 << 20),
+    )
+
+
 @dataclass
 class LaneStatus:
     """A snapshot for health checks and /status; written by the lane thread, read by others."""
@@ -112,7 +128,7 @@ class _Failure:
     destination: str
     code: str  # Kafka's error name, e.g. MSG_SIZE_TOO_LARGE: the metrics label
     reason: str
-    message: Message | None  # the record as produced, for the dead-letter copy
+    message: Message | Delivered | None  # the record as produced, for the dead-letter copy
 
 
 class Lane:
@@ -140,14 +156,21 @@ class Lane:
         self.consumer = self.threads.create(
             (spec.name, "consume"),
             lambda: Consumer({**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}), warm)
-        self.producers: list[Producer] = []
+        self.producers: list[Producer | BatchProducer] = []
         #: source topic -> [(produce, destination topic)]
         self.routes: dict[str, list[tuple[Callable[..., None], str]]] = {s: [] for s in spec.sources}
         for target in spec.targets:
-            p = self.threads.create(
-                (spec.name, "produce"),
-                lambda t=target: Producer(producer_config(config, spec, t, self._on_delivery, self._on_producer_stats)),
-                warm)
+            if built_here(target.destination.codec, target.destination.level):
+                p = self.threads.create(
+                    (spec.name, "produce"),
+                    lambda t=target: batch_producer(config, spec, t, self._on_delivery, self._produced),
+                    lambda c: c.start())
+            else:
+                p = self.threads.create(
+                    (spec.name, "produce"),
+                    lambda t=target: Producer(producer_config(config, spec, t, self._on_delivery,
+                                                              self._on_producer_stats)),
+                    warm)
             self.producers.append(p)
             for s in target.sources:
                 self.routes[s].append((p.produce, target.topic_for(s)))
@@ -188,8 +211,12 @@ class Lane:
             self._failures.append(_Failure(source, offset, dest, err.name(), err.str(), msg))
 
     def _on_producer_stats(self, raw: str) -> None:
+        self._produced(producer_topics(json.loads(raw)))
+
+    def _produced(self, topics: dict[str, TopicProduce]) -> None:
+        """One statistics emission of a destination producer (librdkafka's, or a BatchProducer's)."""
         self._stats_emissions += 1
-        for topic, t in producer_topics(json.loads(raw)).items():
+        for topic, t in topics.items():
             if topic in self.codec_of:
                 self.metrics.produced(topic, self.codec_of[topic], t.batch_bytes, t.batch_records,
                                       t.record_bytes_total)
@@ -531,6 +558,9 @@ class Lane:
                 log.warning("lane_stopped_with_records_in_flight", lane=self.spec.name, records=outstanding,
                             note="not committed: they are copied again on restart")
             self._closed = True
+            for p in self.producers:
+                if isinstance(p, BatchProducer):
+                    p.close(0 if failed else self.config.shutdown_timeout_s)
             self.consumer.close()
 
 

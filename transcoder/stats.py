@@ -9,6 +9,7 @@ Consumer statistics give, per partition, `consumer_lag` = high watermark - commi
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,17 @@ class Window:
         return cls(count=int(h.get("cnt", 0)), total=float(h.get("sum", 0)), minimum=float(h.get("min", 0)),
                    maximum=float(h.get("max", 0)),
                    percentiles=tuple((f, float(h[k])) for k, f in _PERCENTILES if k in h))
+
+    @classmethod
+    def from_values(cls, values: Sequence[float]) -> Window:
+        """The window of values known one by one (batches transcoder built itself): exact percentiles."""
+        if not values:
+            return cls(count=0, total=0.0, minimum=0.0, maximum=0.0, percentiles=())
+        ordered = sorted(values)
+        n = len(ordered)
+        return cls(count=n, total=float(sum(ordered)), minimum=float(ordered[0]), maximum=float(ordered[-1]),
+                   percentiles=tuple((f, float(ordered[min(n - 1, max(0, math.ceil(f * n) - 1))]))
+                                     for _, f in _PERCENTILES))
 
     def cumulative_counts(self, bounds: Sequence[float]) -> list[float]:
         """Estimated number of values <= each bound (for a Prometheus histogram's buckets).

@@ -1,11 +1,17 @@
-"""Batches transcoder builds itself (zstd at levels librdkafka refuses) are accepted and stored as built."""
+"""Batches transcoder builds itself (zstd at levels librdkafka refuses): stored as built, written once,
+split when the topic refuses their size; the batch producer that sends them."""
 
 from __future__ import annotations
 
+import os
 import time
 
+import pytest
+
+from transcoder.batchproducer import BatchProducer
 from transcoder.brokers import BrokerInfo
 from transcoder.codecs import encode_batch
+from transcoder.errors import KafkaUnavailableError
 
 
 def test_a_zstd_level_19_batch_is_stored_as_zstd_and_reads_back(kafka, topic_factory, read_topic):
@@ -25,3 +31,81 @@ def test_a_zstd_level_19_batch_is_stored_as_zstd_and_reads_back(kafka, topic_fac
         (k, v, list(h), ts) for k, v, h, ts in records]
     batches = kafka.stored_batches(topic, 0)
     assert [(b["baseOffset"], b["compresscodec"]) for b in batches] == [("0", "zstd"), ("1000", "zstd")]
+
+
+def _producer_id(info: BrokerInfo) -> tuple[int, int]:
+    for _ in range(50):  # a fresh broker answers COORDINATOR_LOAD_IN_PROGRESS for a moment
+        code, pid, epoch = info.init_producer_id()
+        if code == 0:
+            return pid, epoch
+        time.sleep(0.2)
+    raise AssertionError(f"no producer id: error {code}")
+
+
+def test_a_batch_sent_again_with_its_sequence_is_written_once(kafka, topic_factory, read_topic):
+    """What makes the batch producer's retries safe: the broker deduplicates by producer id and sequence."""
+    topic = topic_factory(partitions=1, config={"compression.type": "producer"})
+    now = int(time.time() * 1000)
+    records = [(None, f"r{i}".encode(), (), now) for i in range(20)]
+    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    try:
+        pid, epoch = _producer_id(info)
+        first = encode_batch(records[:10], codec="zstd", level=19, producer_id=pid, producer_epoch=epoch,
+                             base_sequence=0)
+        assert info.produce({(topic, 0): first}, leader=1) == {(topic, 0): (0, 0)}
+        code, base = info.produce({(topic, 0): first}, leader=1)[(topic, 0)]  # the answer was "lost": again
+        assert code in (0, 46) and base in (0, -1)  # NONE with the first offset, or DUPLICATE_SEQUENCE_NUMBER
+        second = encode_batch(records[10:], codec="zstd", level=19, producer_id=pid, producer_epoch=epoch,
+                              base_sequence=10)
+        assert info.produce({(topic, 0): second}, leader=1) == {(topic, 0): (0, 10)}
+    finally:
+        info.close()
+    assert [m.value() for m in read_topic(topic)] == [v for _, v, _, _ in records]
+
+
+def test_batch_producer_splits_what_the_topic_refuses_and_fails_only_the_record_too_large(kafka, topic_factory,
+                                                                                         read_topic):
+    topic = topic_factory(partitions=2, config={"max.message.bytes": "200000", "compression.type": "producer"})
+    reports: list[tuple[str | None, int, int, bytes | None]] = []
+
+    def delivered(err, msg) -> None:
+        reports.append((err.name() if err else None, msg.partition(), msg.offset(), msg.value()))
+
+    p = BatchProducer({"bootstrap.servers": kafka.bootstrap}, codec="zstd", level=19, client_id="split-test",
+                      linger_ms=1000, max_bytes=8_000_000, max_records=10_000, on_delivery=delivered)
+    p.start()
+    try:
+        sent: dict[int, list[bytes]] = {0: [], 1: []}
+        for i in range(40):
+            for partition in (0, 1):
+                # incompressible 60 KB values: 40 of them make one 2.4 MB batch, 12x what the topic takes
+                value = f"{partition}:{i}:".encode() + os.urandom(60_000)
+                p.produce(topic, value, None, partition, headers=[("i", str(i).encode())])
+                sent[partition].append(value)
+        too_large = b"big:" + os.urandom(300_000)
+        p.produce(topic, too_large, b"k", 0)
+        for i in range(5):
+            value = f"after-{i}".encode()
+            p.produce(topic, value, None, 0)
+            sent[0].append(value)
+        assert p.flush(120) == 0
+    finally:
+        p.close(10)
+    failed = [r for r in reports if r[0] is not None]
+    assert failed == [("MSG_SIZE_TOO_LARGE", 0, -1, too_large)]
+    for partition in (0, 1):
+        ok = [(off, v) for err, part, off, v in reports if err is None and part == partition]
+        assert ok == list(enumerate(sent[partition])), partition  # every record once, in order, offsets 0..n-1
+        assert [m.value() for m in read_topic(topic) if m.partition() == partition] == sent[partition]
+        batches = kafka.stored_batches(topic, partition)
+        assert all(b["compresscodec"] == "zstd" and int(b["size"]) <= 200_000 for b in batches)
+        assert len(batches) >= 2400_000 // 200_000  # split until each fits
+        assert len({b["producerId"] for b in batches}) == 1  # no new producer id was needed
+
+
+def test_batch_producer_without_a_broker_is_a_clear_error():
+    p = BatchProducer({"bootstrap.servers": "127.0.0.1:1"}, codec="zstd", level=19, client_id="nowhere",
+                      linger_ms=5, max_bytes=1 << 20, max_records=1000, on_delivery=lambda e, m: None,
+                      request_timeout_ms=3000)
+    with pytest.raises(KafkaUnavailableError, match="cannot reach Kafka at 127.0.0.1:1"):
+        p.start()

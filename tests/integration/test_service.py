@@ -76,7 +76,8 @@ def test_every_codec_copies_every_record_exactly(kafka, topic_factory, producer_
     produce_mixed(producer_factory, compacted, 2000, keyed_only=True)
     produce_mixed(producer_factory, appended, 1000)
 
-    destinations = [{"codec": c} for c in CODECS] + [{"codec": "zstd", "level": 9}, {"codec": "gzip", "level": 1}]
+    destinations = [{"codec": c} for c in CODECS] + [{"codec": "zstd", "level": 9}, {"codec": "gzip", "level": 1},
+                                                     {"codec": "zstd", "level": 19}]  # 19: batches built here
     conf = make_config(kafka, [{"source": t, "destinations": destinations} for t in (plain, compacted, appended)])
     Service(conf).run(until_caught_up=True)
 
@@ -109,7 +110,7 @@ def test_destination_batches_are_stored_with_the_configured_codec(kafka, topic_f
     # not make it smaller, which is the producer's choice, not the broker's recompression.
     produce_mixed(producer_factory, source, 4000, partitions=2, incompressible=False)
     destinations = [{"codec": c, "batch": {"max_bytes": 262144, "linger_ms": 50}} for c in CODECS]
-    destinations.append({"codec": "zstd", "level": 12})
+    destinations += [{"codec": "zstd", "level": 12}, {"codec": "zstd", "level": 22, "batch": {"max_bytes": 262144}}]
     conf = make_config(kafka, [{"source": source, "destinations": destinations}])
     Service(conf).run(until_caught_up=True)
     for d in conf.routes[0].destinations:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from transcoder.codecs import ATTRIBUTE_ID, CODECS, LEVELS, ZSTD_MIN_PRODUCE_VERSION, broker_recompresses, check_level
+from transcoder.codecs import (
+    ATTRIBUTE_ID,
+    CODECS,
+    LEVELS,
+    ZSTD_MIN_PRODUCE_VERSION,
+    broker_recompresses,
+    built_here,
+    check_level,
+)
 
 
 def test_codecs_order():
@@ -17,7 +25,15 @@ def test_attribute_ids_are_kafkas():
 
 
 def test_levels_table():
-    assert LEVELS == {"none": None, "gzip": (0, 9), "snappy": None, "lz4": (0, 12), "zstd": (1, 12)}
+    assert LEVELS == {"none": None, "gzip": (0, 9), "snappy": None, "lz4": (0, 12), "zstd": (1, 22)}
+
+
+@pytest.mark.parametrize("codec,level,expected", [
+    ("zstd", 13, True), ("zstd", 22, True), ("zstd", 12, False), ("zstd", None, False), ("zstd", 1, False),
+    ("gzip", 9, False), ("lz4", 12, False), ("none", None, False),
+])
+def test_only_zstd_above_librdkafkas_cap_is_built_here(codec, level, expected):
+    assert built_here(codec, level) is expected
 
 
 def test_zstd_needs_produce_v7():
@@ -30,7 +46,7 @@ def test_no_level_is_always_fine(codec):
 
 
 @pytest.mark.parametrize("codec,level", [
-    ("gzip", 0), ("gzip", 5), ("gzip", 9), ("lz4", 0), ("lz4", 12), ("zstd", 1), ("zstd", 3), ("zstd", 12),
+    ("gzip", 0), ("gzip", 5), ("gzip", 9), ("lz4", 0), ("lz4", 12), ("zstd", 1), ("zstd", 3), ("zstd", 12), ("zstd", 13), ("zstd", 19), ("zstd", 22),
 ])
 def test_levels_in_bounds(codec, level):
     assert check_level(codec, level) is None
@@ -38,12 +54,12 @@ def test_levels_in_bounds(codec, level):
 
 @pytest.mark.parametrize("codec,level,bounds", [
     ("gzip", -1, "0..9"), ("gzip", 10, "0..9"), ("lz4", -1, "0..12"), ("lz4", 13, "0..12"),
-    ("zstd", 0, "1..12"), ("zstd", 13, "1..12"), ("zstd", 19, "1..12"),
+    ("zstd", 0, "1..22"), ("zstd", 23, "1..22"),
 ])
 def test_levels_out_of_bounds(codec, level, bounds):
     with pytest.raises(ValueError) as info:
         check_level(codec, level)
-    assert str(info.value) == f"level {level} is outside {bounds}, the range librdkafka accepts for {codec}"
+    assert str(info.value) == f"level {level} is outside {bounds}, the range of {codec} levels"
 
 
 @pytest.mark.parametrize("codec", ["none", "snappy"])

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
+import promql_parser
+import pytest
 import yaml
 
 from transcoder import config
@@ -73,3 +77,96 @@ def test_helm_chart_lints_and_renders_a_valid_config():
     container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert container["ports"][0]["containerPort"] == conf.metrics.port
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/etc/transcoder", "/var/run/secrets/kafka"}
+
+
+# The monitoring files are PromQL checked by a parser (promtool does not build from the Go module proxy).
+ALERTS = ROOT / "deploy/monitoring/prometheus-alerts.yaml"
+DASHBOARD = ROOT / "deploy/monitoring/grafana-dashboard.json"
+# Rules that fire on the first evaluation, so they carry no `for`: a dead-lettered record is already a failure.
+FIRES_AT_ONCE = {"TranscoderDeadLetterNotEmpty"}
+
+
+def _rules() -> list[dict]:
+    return [r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
+
+
+def _panels(panels: list[dict]):
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))  # rows hold their panels when collapsed
+
+
+def _dashboard_exprs() -> list[tuple[str, str]]:
+    """(panel title, expr) of every target, with Grafana's variables replaced by values Prometheus would see."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    values = {"__rate_interval": "5m", "__interval": "1m", "__range": "6h"}
+    for var in dashboard.get("templating", {}).get("list", []):
+        if var.get("type") in ("interval", "custom"):
+            values[var["name"]] = str(var.get("query", "")).split(",")[0].strip() or "5m"
+        else:
+            values[var["name"]] = f"some-{var['name']}"  # a label value, as in {lane=~"$lane"}
+    pattern = re.compile(r"\$\{(\w+)(?::[^}]*)?\}|\[\[(\w+)(?::[^\]]*)?\]\]|\$(\w+)")
+
+    def substitute(m: re.Match) -> str:
+        name = next(g for g in m.groups() if g)
+        assert name in values, f"unknown Grafana variable {m.group(0)}"
+        return values[name]
+
+    return [(panel["title"], pattern.sub(substitute, target["expr"]))
+            for panel in _panels(dashboard["panels"]) for target in panel.get("targets", [])]
+
+
+def _metric_names(expr: promql_parser.Expr) -> list[str]:
+    names: list[str] = []
+
+    def visit(node):
+        if isinstance(node, promql_parser.VectorSelector):
+            name = node.name or next((m.value for m in node.matchers.matchers if m.name == "__name__"), None)
+            names.append(name)
+
+    promql_parser.walk(expr, pre_visit=visit)
+    return names
+
+
+def test_promql_parser_rejects_broken_expressions():
+    for broken in ("rate(transcoder_x_total[5m]", "sum by (lane) (transcoder_x_total", "rate(transcoder_x_total)",
+                   "transcoder_x{lane=}", "transcoder_x_total[5m] > > 0"):
+        with pytest.raises(ValueError):
+            promql_parser.parse(broken)
+    with pytest.raises(ValueError):
+        promql_parser.parse_duration("15 minutes")
+
+
+def test_alert_rules_are_complete_and_parse():
+    rules = _rules()
+    assert rules
+    names = [r.get("alert") for r in rules]
+    assert all(names) and len(set(names)) == len(names), names
+    for rule in rules:
+        name = rule["alert"]
+        assert isinstance(rule.get("expr"), str) and rule["expr"].strip(), name
+        try:
+            expr = promql_parser.parse(rule["expr"])
+        except ValueError as exc:
+            pytest.fail(f"{name}: {exc}: {rule['expr']}")
+        metrics = _metric_names(expr)
+        assert metrics and all(m and m.startswith("transcoder_") for m in metrics), (name, metrics)
+        if name in FIRES_AT_ONCE:
+            assert "for" not in rule, f"{name} has a `for`: take it out of FIRES_AT_ONCE"
+        else:
+            assert "for" in rule, name
+            assert promql_parser.parse_duration(str(rule["for"])).total_seconds() > 0, name
+        assert rule.get("labels", {}).get("severity") in {"info", "warning", "critical"}, name
+        assert rule.get("annotations", {}).get("summary"), name
+
+
+def test_dashboard_queries_parse():
+    exprs = _dashboard_exprs()
+    assert exprs
+    for title, text in exprs:
+        try:
+            expr = promql_parser.parse(text)
+        except ValueError as exc:
+            pytest.fail(f"panel {title!r}: {exc}: {text}")
+        metrics = _metric_names(expr)
+        assert metrics and all(m and m.startswith("transcoder_") for m in metrics), (title, metrics)

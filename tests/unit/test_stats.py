@@ -65,3 +65,15 @@ def test_consumer_lag_per_partition_skips_unknown():
         "-1": {"consumer_lag": 7},
     }}}}
     assert consumer_lag(stats) == {("logs", 0): 9000, ("logs", 1): 0}
+
+
+def test_window_from_values_is_exact():
+    w = Window.from_values([400, 100, 300, 200] * 25)  # 100 values
+    assert (w.count, w.total, w.minimum, w.maximum) == (100, 25_000.0, 100.0, 400.0)
+    assert dict(w.percentiles) == {0.5: 200.0, 0.75: 300.0, 0.9: 400.0, 0.95: 400.0, 0.99: 400.0, 0.9999: 400.0}
+    assert w.cumulative_counts([100, 400]) == [0.0, 100.0]
+
+
+def test_window_from_one_value_and_from_none():
+    assert Window.from_values([7]).percentiles == tuple((f, 7.0) for f in (0.5, 0.75, 0.9, 0.95, 0.99, 0.9999))
+    assert Window.from_values([]) == Window(count=0, total=0.0, minimum=0.0, maximum=0.0, percentiles=())
