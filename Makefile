@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv kafka-jars test unit demo clean
+.PHONY: venv kafka-jars test unit demo bench clean
 
 venv: $(STAMP)
 
@@ -26,6 +26,11 @@ test: venv kafka-jars
 # print the measured comparison and stop the broker.
 demo: venv kafka-jars
 	$(BIN)/transcoder demo
+
+# transcoder vs MirrorMaker 2 vs kcat on one broker (see README, "Benchmark"); BENCH_ARGS, e.g.
+# BENCH_ARGS="--from-file my.ndjson --count 500000 --codecs lz4,zstd".
+bench: venv kafka-jars
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 unit: venv
 	$(BIN)/python -m pytest tests/unit

@@ -29,26 +29,23 @@ DEFAULT_VERSION = "4.3.1"
 #: slf4j-api line the broker is built against; the binding must match it or logging is lost.
 SLF4J_VERSION = "1.7.36"
 
+#: What the broker needs on its classpath: Kafka, its tools (DumpLogSegments), an slf4j binding.
+BROKER_ARTIFACTS = ("org.apache.kafka:kafka_2.13:{kafka}", "org.apache.kafka:kafka-tools:{kafka}",
+                    "org.slf4j:slf4j-simple:{slf4j}")
+
 _POM = """<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>dev.transcoder.local</groupId>
-  <artifactId>local-kafka</artifactId>
+  <artifactId>{name}</artifactId>
   <version>0</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{kafka}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{kafka}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>{slf4j}</version>
-    </dependency>
+{dependencies}
   </dependencies>
 </project>
 """
+_DEPENDENCY = "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>"
 
 _COMPLETE_MARKER = ".complete"
 _STATE_FILE = "state.json"
@@ -65,15 +62,25 @@ def default_state_dir() -> Path:
 def fetch(version: str = DEFAULT_VERSION, cache_dir: Path | None = None) -> Path:
     """Return the directory holding the broker's jars, resolving them with Maven on first use."""
     libs = (cache_dir or default_cache_dir()) / "kafka" / version / "libs"
+    return resolve_jars(libs, [a.format(kafka=version, slf4j=SLF4J_VERSION) for a in BROKER_ARTIFACTS],
+                        what=f"Kafka {version}")
+
+
+def resolve_jars(libs: Path, artifacts: list[str], *, what: str) -> Path:
+    """Resolve `group:artifact:version` coordinates and their runtime dependencies into `libs` with Maven.
+
+    A no-op once `libs` is complete (later runs need no network and no Maven).
+    """
     if (libs / _COMPLETE_MARKER).exists():
         return libs
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise LocalKafkaError("Maven (mvn) is not on PATH: it is needed once to fetch the Kafka jars")
+        raise LocalKafkaError(f"Maven (mvn) is not on PATH: it is needed once to fetch {what}")
     libs.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=libs.parent, prefix=".fetch-") as tmp:
         pom = Path(tmp) / "pom.xml"
-        pom.write_text(_POM.format(kafka=version, slf4j=SLF4J_VERSION))
+        deps = "\n".join(_DEPENDENCY.format(*a.split(":")) for a in artifacts)
+        pom.write_text(_POM.format(name=libs.parent.name or "libs", dependencies=deps))
         staged = Path(tmp) / "libs"
         proc = subprocess.run(
             [mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
@@ -83,8 +90,8 @@ def fetch(version: str = DEFAULT_VERSION, cache_dir: Path | None = None) -> Path
         if proc.returncode != 0:
             lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "[ERROR]" in ln]
             why = lines[0].replace("[ERROR]", "").strip() if lines else f"mvn exited {proc.returncode}"
-            raise LocalKafkaError(f"could not fetch Kafka {version} from Maven Central: {why}")
-        (staged / _COMPLETE_MARKER).write_text(version)
+            raise LocalKafkaError(f"could not fetch {what} from Maven Central: {why}")
+        (staged / _COMPLETE_MARKER).write_text("\n".join(artifacts))
         if libs.exists():  # a half-written cache from an interrupted fetch
             shutil.rmtree(libs)
         staged.rename(libs)

@@ -1,0 +1,79 @@
+"""Benchmark transcoder side by side with MirrorMaker 2 and kcat, on one machine, in one run.
+
+    python -m bench [--kind nginx | --from-file FILE] [--count N] [--runs 3] [--codecs ...] [-b host:port]
+
+It starts the local Kafka (unless -b), seeds the dataset once (uncompressed), and copies it with
+each copier and codec, `--runs` times (interleaved, so the machine's noise falls on all alike).
+Per copy: records/s, uncompressed MB/s, copier CPU seconds per 1M records (whole processes), on-disk
+bytes and ratio, p50/p99 end-to-end latency of a live trickle; then the producer and consumer
+passes of the 2017 tables. Results: bench/results/<date>-<dataset>.md.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from bench import figures
+from bench.run import Dataset, bench, report
+from transcoder import logs
+from transcoder.codecs import CODECS
+from transcoder.localkafka import LocalKafka
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@click.command(help=__doc__)
+@click.option("--kind", default="nginx", show_default=True, help="Built-in generator kind.")
+@click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Your own data: one record per line (or NDJSON), as `transcoder seed --from-file` reads it.")
+@click.option("--count", type=int, default=1_000_000, show_default=True, help="Records in the dataset.")
+@click.option("--runs", type=int, default=3, show_default=True)
+@click.option("--codecs", default=",".join(CODECS), show_default=True)
+@click.option("--copiers", "copier_names", default="transcoder,mm2,mm2-default,kcat", show_default=True)
+@click.option("--partitions", type=int, default=1, show_default=True,
+              help="Source partitions (MirrorMaker 2 runs one task, transcoder one lane).")
+@click.option("--latency-records", type=int, default=5000, show_default=True)
+@click.option("--latency-rate", type=float, default=2000.0, show_default=True, help="Records/s of the live trickle.")
+@click.option("--client-tables/--no-client-tables", default=True, help="The 2017 producer and consumer passes.")
+@click.option("-b", "--bootstrap-servers", help="An existing cluster instead of the local Kafka.")
+@click.option("--out", type=click.Path(path_type=Path), help="Results file (default bench/results/<date>-<dataset>.md).")
+def main(kind: str, from_file: Path | None, count: int, runs: int, codecs: str, copier_names: str,
+         partitions: int, latency_records: int, latency_rate: float, client_tables: bool,
+         bootstrap_servers: str | None, out: Path | None) -> None:
+    logs.configure("warning")
+    codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
+    chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
+    bad = [c for c in codec_list if c not in CODECS] + [c for c in chosen if c not in figures.COPIERS[:4]]
+    if bad:
+        raise click.UsageError(f"unknown codec or copier: {', '.join(bad)}")
+    data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count)
+    work = Path(tempfile.mkdtemp(prefix="transcoder-bench-"))
+    local = None
+    bootstrap = bootstrap_servers
+    if bootstrap is None:
+        local = LocalKafka(work / "kafka")
+        bootstrap = local.up().bootstrap
+    try:
+        res = bench(bootstrap, work, data, runs=runs, codecs=codec_list, chosen=chosen, partitions=partitions,
+                    latency_records=latency_records, latency_rate=latency_rate, client_tables=client_tables)
+    finally:
+        if local is not None:
+            local.down()
+    text = report(res, codecs=codec_list, runs=runs, dataset=data.name, partitions=partitions,
+                  command="python -m bench " + shlex.join(sys.argv[1:]), latency_records=latency_records,
+                  latency_rate=latency_rate)
+    path = out or ROOT / "bench" / "results" / f"{datetime.now(timezone.utc):%Y-%m-%d}-{data.name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    click.echo(text)
+    click.echo(f"\nwritten to {path}", err=True)
+
+
+if __name__ == "__main__":
+    main()

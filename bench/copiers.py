@@ -1,0 +1,194 @@
+"""The copiers the benchmark compares, each started as its own process(es) against the same broker:
+transcoder (`transcoder run`), MirrorMaker 2 in dedicated mode (Kafka's connect-mirror from Maven
+Central, with transcoder's batching or its own defaults) and kcat piping a consumer into a producer.
+
+Each copier copies one source topic into one fresh destination with one codec; `pids` are what
+the benchmark reads CPU from, `stop` ends them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from transcoder.localkafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Producer batching: librdkafka / Java client batch.size and linger.ms."""
+
+    max_bytes: int = 1_048_576
+    linger_ms: int = 500
+
+
+#: transcoder's defaults (config.Batch): the batching every copier but mm2-default gets.
+TRANSCODER_BATCHING = Batching()
+
+
+@dataclass
+class Running:
+    destination: str
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    log: Path | None = None
+    finite: bool = False  # the copier exits by itself once done (exit status 0 is success)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def failed(self) -> str | None:
+        """Why a copier process exited early, or None while all run."""
+        for p in self.procs:
+            code = p.poll()
+            if code is not None and not (code == 0 and self.finite):
+                tail = self.log.read_text(errors="replace")[-2000:] if self.log and self.log.exists() else ""
+                return f"{' '.join(map(str, p.args[:3]))}... exited {p.returncode}: {tail.strip()[-600:]}"
+        return None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def process_cpu(pid: int) -> float:
+    """utime + stime of a live process, in seconds (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------- transcoder
+def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
+                     workdir: Path, tag: str) -> Running:
+    conf = {
+        "cluster": {"bootstrap_servers": bootstrap},
+        "group_id": f"bench-{tag}",
+        "routes": [{"source": source, "destinations": [{
+            "codec": codec, "topic": destination,
+            "batch": {"max_bytes": batching.max_bytes, "linger_ms": batching.linger_ms},
+        }]}],
+        "metrics": {"port": 0},
+    }
+    path = workdir / f"{tag}.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    log = workdir / f"{tag}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "transcoder", "--log-level", "warning", "run",
+                                 "--config", str(path)], stdout=out, stderr=subprocess.STDOUT)
+    return Running(destination, [proc], log)
+
+
+# ---------------------------------------------------------------- MirrorMaker 2
+MM2_ARTIFACTS = ("org.apache.kafka:connect-mirror:{kafka}", "org.slf4j:slf4j-simple:{slf4j}")
+
+
+def fetch_mm2(version: str) -> Path:
+    libs = default_cache_dir() / "mirror-maker" / version / "libs"
+    return resolve_jars(libs, [a.format(kafka=version, slf4j=SLF4J_VERSION) for a in MM2_ARTIFACTS],
+                        what=f"MirrorMaker 2 {version}")
+
+
+def mm2_properties(bootstrap: str, source: str, alias: str, codec: str, batching: Batching | None) -> str:
+    """Dedicated-mode config copying `source` into `<alias>.<source>` on the same cluster.
+
+    The data producer is configured through the target alias (`B.producer.*`, the worker's
+    producer config); batching None leaves the Java client's defaults (16 KB, linger 5 ms).
+    Heartbeats, checkpoints and config/ACL sync are off; offset syncs stay on (MM2's default).
+    """
+    lines = [
+        f"clusters = {alias}, B",
+        f"{alias}.bootstrap.servers = {bootstrap}",
+        f"B.bootstrap.servers = {bootstrap}",
+        "plugin.discovery = service_load",  # no classpath scan: seconds and 400 MB less at start
+        "B.plugin.discovery = service_load",
+        f"{alias}->B.enabled = true",
+        f"{alias}->B.topics = {source}",
+        f"B.producer.compression.type = {codec}",
+        "replication.factor = 1",
+        "config.storage.replication.factor = 1",
+        "offset.storage.replication.factor = 1",
+        "status.storage.replication.factor = 1",
+        "offset.storage.partitions = 1",
+        "status.storage.partitions = 1",
+        "offset-syncs.topic.replication.factor = 1",
+        "heartbeats.topic.replication.factor = 1",
+        "checkpoints.topic.replication.factor = 1",
+        "emit.heartbeats.enabled = false",
+        "heartbeats.replication.enabled = false",
+        "emit.checkpoints.interval.seconds = -1",
+        "refresh.groups.enabled = false",
+        "sync.group.offsets.enabled = false",
+        "sync.topic.configs.enabled = false",
+        "sync.topic.acls.enabled = false",
+        "tasks.max = 1",
+    ]
+    if batching is not None:
+        lines += [f"B.producer.batch.size = {batching.max_bytes}", f"B.producer.linger.ms = {batching.linger_ms}"]
+    return "\n".join(lines) + "\n"
+
+
+def mm2_state_topics(alias: str) -> list[str]:
+    """What a dedicated MM2 run leaves on the cluster besides its destination (it resumes from them)."""
+    return [f"mm2-offsets.{alias}.internal", f"mm2-configs.{alias}.internal", f"mm2-status.{alias}.internal",
+            "mm2-offset-syncs.B.internal", f"{alias}.checkpoints.internal", "heartbeats"]
+
+
+def start_mm2(libs: Path, bootstrap: str, source: str, alias: str, codec: str, batching: Batching | None,
+              workdir: Path, tag: str) -> Running:
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("java is not on PATH: MirrorMaker 2 needs a JDK (17)")
+    props = workdir / f"{tag}.properties"
+    props.write_text(mm2_properties(bootstrap, source, alias, codec, batching))
+    log = workdir / f"{tag}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([java, "-Xmx512m", "-cp", os.path.join(str(libs), "*"),
+                                 "org.apache.kafka.connect.mirror.MirrorMaker", str(props), "--clusters", "B"],
+                                stdout=out, stderr=subprocess.STDOUT)
+    return Running(f"{alias}.{source}", [proc], log)
+
+
+# ---------------------------------------------------------------- kcat
+def start_kcat(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
+               workdir: Path, tag: str) -> Running:
+    """kcat -C -e | kcat -P: keys kept (tab-delimited), one record per line; exits at the source's end.
+
+    Not a faithful copy: headers, timestamps and partitions are not carried (the producer
+    partitions by key), and values must not hold newlines or tabs. It shows what a shell pipe
+    costs. It copies what is there and stops (-e): kcat -P reads its input in blocks, so a live
+    pipe holds the last records back until more arrive, and latency is not measured.
+    """
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        raise RuntimeError("kcat is not on PATH (Debian package kcat)")
+    log = workdir / f"{tag}.log"
+    out = log.open("wb")
+    consumer = subprocess.Popen([kcat, "-C", "-b", bootstrap, "-t", source, "-o", "beginning", "-e", "-u", "-q",
+                                 "-f", "%k\t%s\n"], stdout=subprocess.PIPE, stderr=out)
+    producer = subprocess.Popen([kcat, "-P", "-b", bootstrap, "-t", destination, "-K", "\t", "-z", codec,
+                                 "-X", f"batch.size={batching.max_bytes}", "-X", f"linger.ms={batching.linger_ms}",
+                                 "-X", "queue.buffering.max.messages=1000000"],
+                                stdin=consumer.stdout, stderr=out)
+    assert consumer.stdout is not None
+    consumer.stdout.close()  # the producer owns the pipe now
+    return Running(destination, [consumer, producer], log, finite=True)

@@ -1,0 +1,145 @@
+"""Measuring one copy against the broker: destination progress, copier CPU over the copy, disk,
+end-to-end latency of a live trickle; and the producer/consumer passes of the 2017 tables."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from bench.copiers import Running, process_cpu
+from bench.figures import ClientRun, CopyRun
+from transcoder import service, topics
+from transcoder.brokers import BrokerInfo
+from transcoder.stats import Window
+
+
+def record_count(admin: AdminClient, topic: str) -> int:
+    """Records in a topic now (high - low watermarks over partitions); 0 while it does not exist."""
+    shape = topics.describe(admin, topic)
+    if shape is None:
+        return 0
+    return sum(high - low for low, high in service.end_offsets(admin, {topic: shape}).values())
+
+
+def measure_copy(admin: AdminClient, info: BrokerInfo, running: Running, *, copier: str, codec: str,
+                 records: int, uncompressed_bytes: int, launched: float, timeout: float,
+                 poll_s: float = 0.1) -> CopyRun:
+    """Wait until the destination holds `records`; CPU and time from its first record to its last."""
+    deadline = time.monotonic() + timeout
+    first_t = first_cpu = None
+    seen: dict[int, float] = {}  # pid -> CPU last read: a process that exited keeps its total
+    while True:
+        now = time.monotonic()
+        n = record_count(admin, running.destination)
+        for pid in running.pids:  # read before `failed` reaps an exited process (a zombie's stat holds its total)
+            seen[pid] = max(seen.get(pid, 0.0), process_cpu(pid))
+        cpu = sum(seen.values())
+        why = running.failed()
+        if why:
+            raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
+        if n > 0 and first_t is None:
+            first_t, first_cpu = now, cpu
+        if n >= records:
+            break
+        if now > deadline:
+            raise RuntimeError(f"{copier} ({codec}): {n:,} of {records:,} records in {running.destination} "
+                               f"after {timeout:.0f} s")
+        time.sleep(poll_s)
+    assert first_t is not None and first_cpu is not None
+    disk = info.topic_sizes([running.destination])[running.destination]
+    return CopyRun(copier=copier, codec=codec, records=records, uncompressed_bytes=uncompressed_bytes,
+                   seconds=max(now - first_t, poll_s), cpu_seconds=cpu - first_cpu,
+                   startup_seconds=first_t - launched, disk_bytes=disk)
+
+
+def live_latency(bootstrap: str, source: str, destination: str, *, records: int, rate: float,
+                 make_value: Callable[[int], bytes], timeout: float = 120.0) -> tuple[float, float]:
+    """(p50, p99) seconds from a record's source timestamp (set at produce) to reading it from the destination.
+
+    Produces `records` at `rate` records/s while a consumer reads the destination from its end.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-latency-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 5, "auto.offset.reset": "latest"})
+    md = consumer.list_topics(destination, timeout=10).topics[destination]
+    ends = [TopicPartition(destination, p, consumer.get_watermark_offsets(TopicPartition(destination, p),
+                                                                          timeout=10)[1])
+            for p in md.partitions]
+    consumer.assign(ends)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True})
+    latencies: list[float] = []
+    sent = 0
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    try:
+        while len(latencies) < records:
+            due = min(records, int((time.monotonic() - t0) * rate) + 1)
+            while sent < due:
+                producer.produce(source, make_value(sent), key=str(sent).encode(),
+                                 timestamp=int(time.time() * 1000))
+                sent += 1
+            producer.poll(0)
+            for m in consumer.consume(500, timeout=0.005):
+                if m.error() is None:
+                    latencies.append(time.time() - m.timestamp()[1] / 1000)
+                elif m.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"reading {destination}: {m.error().str()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"latency: {len(latencies)} of {records} records reached {destination} "
+                                   f"within {timeout:.0f} s")
+        producer.flush(30)
+    finally:
+        consumer.close()
+    p = dict(Window.from_values(latencies).percentiles)
+    return p[0.5], p[0.99]
+
+
+def produce_pass(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], codec: str,
+                 info: BrokerInfo) -> ClientRun:
+    """The 2017 producer table: produce the records with `codec` (librdkafka defaults otherwise)."""
+    p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
+                  "queue.buffering.max.messages": 2_000_000, "enable.idempotence": True})
+    size = 0
+    t0 = time.perf_counter()
+    for key, value in records:
+        while True:
+            try:
+                p.produce(topic, value, key)
+                break
+            except BufferError:
+                p.poll(0.05)
+        size += (len(key) if key else 0) + len(value)
+    left = p.flush(120)
+    seconds = time.perf_counter() - t0
+    if left:
+        raise RuntimeError(f"{left} records not delivered to {topic}")
+    return ClientRun(codec=codec, records=len(records), uncompressed_bytes=size, seconds=seconds,
+                     traffic_bytes=info.topic_sizes([topic])[topic])
+
+
+def consume_pass(bootstrap: str, topic: str, records: int, codec: str, info: BrokerInfo) -> ClientRun:
+    """The 2017 consumer table: read every record of `topic` (written with `codec`)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-consume-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    n = size = 0
+    t0 = None
+    deadline = time.monotonic() + 300
+    try:
+        while n < records:
+            for m in c.consume(1000, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                if t0 is None:
+                    t0 = time.perf_counter()
+                n += 1
+                size += len(m.key() or b"") + len(m.value() or b"")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"read {n} of {records} records of {topic} in 300 s")
+        seconds = time.perf_counter() - (t0 or time.perf_counter())
+    finally:
+        c.close()
+    return ClientRun(codec=codec, records=n, uncompressed_bytes=size, seconds=seconds,
+                     traffic_bytes=info.topic_sizes([topic])[topic])

@@ -1,0 +1,188 @@
+"""One benchmark run: seed once, copy with every copier and codec `runs` times (interleaved), the
+producer and consumer passes, and the Markdown report."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import platform
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+import confluent_kafka
+from confluent_kafka.admin import NewTopic
+
+from bench import copiers, figures, measure
+from transcoder import __version__, seed
+from transcoder.brokers import BrokerInfo
+from transcoder.clients import connect_admin
+from transcoder.datagen import Record
+from transcoder.localkafka import DEFAULT_VERSION
+
+LATENCY_COPIERS = {"transcoder", "mm2", "mm2-default"}  # kcat does not carry timestamps
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    kind: str | None
+    from_file: Path | None
+    count: int
+
+    def records(self) -> Iterable[Record]:
+        if self.from_file is not None:
+            return seed.FileSource(self.from_file)
+        assert self.kind is not None
+        start = seed.generator_start_ms(self.count, None, 2000.0, int(time.time() * 1000))
+        return seed.generated(self.kind, seed_value=1, keys=True, headers=False, start_ms=start,
+                              events_per_second=2000.0)
+
+
+@dataclass
+class Results:
+    seeded: seed.SeedResult
+    copies: list[figures.CopyRun]
+    produced: list[figures.ClientRun]
+    consumed: list[figures.ClientRun]
+
+
+def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[str], chosen: list[str],
+          partitions: int, latency_records: int, latency_rate: float, client_tables: bool) -> Results:
+    cluster = {"bootstrap.servers": bootstrap}
+    admin, _ = connect_admin(cluster)
+    info = BrokerInfo(cluster)
+    stamp = int(time.time())
+    source = f"bench.{data.name}.{stamp}"
+    seeded = seed.seed(data.records(), cluster=cluster, topic=source, count=data.count, partitions=partitions)
+    click.echo(seeded.summary(), err=True)
+    samples = [r.value for r in itertools.islice(data.records(), 1000)]
+    source_records, source_bytes = seeded.records, seeded.bytes
+    libs = copiers.fetch_mm2(DEFAULT_VERSION) if any(c.startswith("mm2") for c in chosen) else None
+    batching = copiers.TRANSCODER_BATCHING
+    results: list[figures.CopyRun] = []
+    try:
+        for run, codec, copier in itertools.product(range(1, runs + 1), codecs, chosen):
+            tag = f"{copier}-{codec}-{run}"
+            launched = time.monotonic()
+            to_delete: list[str] = []
+            if copier == "transcoder":
+                running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag)
+            elif copier.startswith("mm2"):
+                assert libs is not None
+                alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"
+                running = copiers.start_mm2(libs, bootstrap, source, alias, codec,
+                                            None if copier == "mm2-default" else batching, work, tag)
+                to_delete = copiers.mm2_state_topics(alias)
+            else:
+                dest = f"{source}.{tag}"
+                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
+                running = copiers.start_kcat(bootstrap, source, dest, codec, batching, work, tag)
+            to_delete.append(running.destination)
+            try:
+                r = measure.measure_copy(admin, info, running, copier=copier, codec=codec, records=source_records,
+                                         uncompressed_bytes=source_bytes, launched=launched,
+                                         timeout=max(300.0, source_records / 1000))
+                if copier in LATENCY_COPIERS and latency_records > 0:
+                    p50, p99 = measure.live_latency(
+                        bootstrap, source, running.destination, records=latency_records, rate=latency_rate,
+                        make_value=lambda i: samples[i % len(samples)])
+                    r = replace(r, latency_p50=p50, latency_p99=p99)
+                    source_records += latency_records
+                    source_bytes += sum(len(samples[i % len(samples)]) + len(str(i)) for i in range(latency_records))
+            finally:
+                running.stop()
+                admin.delete_topics(to_delete, operation_timeout=30)
+            results.append(r)
+            click.echo(f"run {run} {codec:6} {copier:11} {r.records / r.seconds:>10,.0f} records/s "
+                       f"{r.cpu_seconds / r.records * 1e6:7.2f} CPU s/1M  ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
+                       f"  p99 {'' if r.latency_p99 is None else f'{r.latency_p99 * 1000:.0f} ms'}", err=True)
+
+        produced: list[figures.ClientRun] = []
+        consumed: list[figures.ClientRun] = []
+        if client_tables:
+            for run, codec in itertools.product(range(1, runs + 1), codecs):
+                topic = f"{source}.client-{codec}-{run}"
+                admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
+                records = [(r.key, r.value) for r in itertools.islice(data.records(), data.count)]
+                produced.append(measure.produce_pass(bootstrap, topic, records, codec, info))
+                del records
+                consumed.append(measure.consume_pass(bootstrap, topic, produced[-1].records, codec, info))
+                admin.delete_topics([topic], operation_timeout=30)
+    finally:
+        admin.delete_topics([source], operation_timeout=30)
+        info.close()
+    return Results(seeded, results, produced, consumed)
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem = next((int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
+                if ln.startswith("MemTotal")), 0)
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    kcat = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout.splitlines() \
+        if shutil.which("kcat") else ["not installed"]
+    return (f"{len(os.sched_getaffinity(0))} cores ({model}), {mem / 1024 / 1024:.1f} GiB memory; "
+            f"Linux {platform.release()}; Python {platform.python_version()}; transcoder {__version__}; "
+            f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]}); "
+            f"Kafka broker and MirrorMaker 2 {DEFAULT_VERSION}; {java[0] if java else 'java ?'}; "
+            f"{kcat[0] if kcat else 'kcat ?'}")
+
+
+def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitions: int, command: str,
+           latency_records: int, latency_rate: float) -> str:
+    seeded, produced, consumed = res.seeded, res.produced, res.consumed
+    summary = figures.summarise(res.copies)
+    b = copiers.TRANSCODER_BATCHING
+    parts = [
+        f"# transcoder vs MirrorMaker 2 vs kcat — {dataset}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        f"Dataset: {seeded.records:,} {dataset} records, {seeded.bytes / 1e6:,.1f} MB uncompressed "
+        f"(average {seeded.bytes / max(1, seeded.records):,.0f} B), {partitions} partition(s), seeded uncompressed. "
+        f"{runs} runs, copiers interleaved within each run; figures are medians (min–max), and "
+        "`· N.NNx` is the ratio to MirrorMaker 2 at the same codec and batching (`mm2`).",
+        "",
+        f"Batching: transcoder, `mm2` and kcat use batch.size {b.max_bytes:,} B and linger.ms {b.linger_ms} "
+        "(transcoder's defaults); `mm2-default` keeps the Java producer's (16,384 B, linger.ms 5). "
+        "Throughput and CPU cover the copy only: from the first record in the destination to the last "
+        "(start-up is its own column). CPU is the copier's whole processes (the JVM for MirrorMaker 2, "
+        "both kcat processes). Latency: a live trickle of "
+        f"{latency_records:,} records at {latency_rate:,.0f}/s after the copy, from the record's timestamp to a "
+        "consumer reading it from the destination (kcat carries no timestamps: n/a). The Spark engine's "
+        "slot is empty until it exists.",
+        "",
+        "## Copiers",
+        "",
+        figures.copiers_table(summary, codecs),
+        "",
+        "## Targets",
+        "",
+        figures.verdict_lines(summary, codecs),
+        "",
+        "## Cloudflare-style table (transcoder, one lane per codec)",
+        "",
+        figures.cloudflare_table(summary, codecs, seeded.records),
+        "",
+    ]
+    if produced:
+        parts += ["## 2017-style producer table (librdkafka producer, linger.ms 5)", "",
+                  figures.client_table(produced, codecs), "",
+                  "## 2017-style consumer table (librdkafka consumer, from its first record)", "",
+                  figures.client_table(consumed, codecs), "",
+                  "Traffic: the record batches as produced, which the broker stores unchanged "
+                  "(compression.type=producer): the bytes on disk.", ""]
+    return "\n".join(parts)
+
