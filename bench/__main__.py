@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--kind", default="nginx", show_default=True, help="Built-in generator kind.")
 @click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Your own data: one record per line (or NDJSON), as `transcoder seed --from-file` reads it.")
+@click.option("--key-field", help="With an NDJSON --from-file: the field whose value becomes the record key.")
 @click.option("--count", type=int, default=1_000_000, show_default=True, help="Records in the dataset.")
 @click.option("--runs", type=int, default=3, show_default=True)
 @click.option("--codecs", default=",".join(CODECS), show_default=True)
@@ -43,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--client-tables/--no-client-tables", default=True, help="The 2017 producer and consumer passes.")
 @click.option("-b", "--bootstrap-servers", help="An existing cluster instead of the local Kafka.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results file (default bench/results/<date>-<dataset>.md).")
-def main(kind: str, from_file: Path | None, count: int, runs: int, codecs: str, copier_names: str,
+def main(kind: str, from_file: Path | None, key_field: str | None, count: int, runs: int, codecs: str, copier_names: str,
          partitions: int, latency_records: int, latency_rate: float, client_tables: bool,
          bootstrap_servers: str | None, out: Path | None) -> None:
     logs.configure("warning")
@@ -52,7 +53,8 @@ def main(kind: str, from_file: Path | None, count: int, runs: int, codecs: str, 
     bad = [c for c in codec_list if c not in CODECS] + [c for c in chosen if c not in figures.COPIERS[:4]]
     if bad:
         raise click.UsageError(f"unknown codec or copier: {', '.join(bad)}")
-    data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count)
+    data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count,
+                   key_field=key_field)
     work = Path(tempfile.mkdtemp(prefix="transcoder-bench-"))
     local = None
     bootstrap = bootstrap_servers

@@ -34,10 +34,11 @@ class Dataset:
     kind: str | None
     from_file: Path | None
     count: int
+    key_field: str | None = None  # NDJSON field that becomes the key, as `transcoder seed --key-field`
 
     def records(self) -> Iterable[Record]:
         if self.from_file is not None:
-            return seed.FileSource(self.from_file)
+            return seed.FileSource(self.from_file, key_field=self.key_field)
         assert self.kind is not None
         start = seed.generator_start_ms(self.count, None, 2000.0, int(time.time() * 1000))
         return seed.generated(self.kind, seed_value=1, keys=True, headers=False, start_ms=start,

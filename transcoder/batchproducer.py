@@ -78,6 +78,7 @@ class _Batch:
     payload: bytes
     first_sent: float  # monotonic
     size: int  # sum of the records' sizes
+    reported: bool = False  # its delivery report is queued: it is never reported again
 
 
 class BatchProducer:
@@ -184,7 +185,8 @@ class BatchProducer:
         return len(self._acc)  # held, in flight, or delivered with the report not yet served
 
     def close(self, timeout: float = 30.0) -> None:
-        """Deliver what is held (bounded by `timeout`), stop the sender, close the connection."""
+        """Deliver what is held (bounded by `timeout`), stop the sender after its request in flight,
+        close the connection. Records not delivered by then get no report: the lane never commits them."""
         self.flush(timeout)
         with self._lock:
             self._closing = True
@@ -217,23 +219,26 @@ class BatchProducer:
         while True:
             with self._lock:
                 while True:
+                    if self._closing:  # close() flushed what it could: the rest is not committed, not lost
+                        return
                     now = time.monotonic()
-                    taken = self._acc.take(now, flush=self._flushing or self._closing, skip=set(retry))
+                    taken = self._acc.take(now, flush=self._flushing, skip=set(retry))
                     if taken or retry:
                         break
-                    if self._closing:
-                        return
                     due = self._acc.next_due(now)
                     self._wake.wait(0.5 if due is None else min(due, 0.5))
             batches = dict(retry)
-            for tp, records in taken.items():
-                batches[tp] = self._encode(tp, records)
             try:
+                for tp, records in taken.items():
+                    batches[tp] = self._encode(tp, records)
                 retry = self._send(batches)
             except Exception as exc:  # noqa: BLE001 - reported through delivery reports, never lost
                 log.error("batch_producer_failed", client_id=self.client_id, error=repr(exc))
                 err = KafkaError(KafkaError._FAIL, f"batch producer {self.client_id}: {exc!r}")
-                self._finish([(err, b, -1) for b in batches.values()])
+                failed = [b for b in batches.values() if not b.reported] + [
+                    _Batch(tp, records, -1, b"", time.monotonic(), sum(r[4] for r in records))
+                    for tp, records in taken.items() if tp not in batches]
+                self._finish([(err, b, -1) for b in failed])
                 retry = {}
                 try:  # what the broker got of these is unknown: never reuse their sequences
                     self._renew_producer_id(self._request_timeout_ms / 1000)
@@ -330,6 +335,8 @@ class BatchProducer:
     def _finish(self, done: list[tuple[KafkaError | None, _Batch, int]]) -> None:
         if done:
             with self._lock:
+                for _, b, _ in done:
+                    b.reported = True
                 self._done.extend(done)
                 self._delivered.notify_all()
 

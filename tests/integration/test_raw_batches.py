@@ -109,3 +109,23 @@ def test_batch_producer_without_a_broker_is_a_clear_error():
                       request_timeout_ms=3000)
     with pytest.raises(KafkaUnavailableError, match="cannot reach Kafka at 127.0.0.1:1"):
         p.start()
+
+
+def test_a_batch_that_cannot_be_built_is_reported_failed_and_the_producer_goes_on(kafka, topic_factory, read_topic):
+    topic = topic_factory(partitions=1, config={"compression.type": "producer"})
+    reports: list[tuple[str | None, int, bytes | None]] = []
+    p = BatchProducer({"bootstrap.servers": kafka.bootstrap}, codec="zstd", level=19, client_id="encode-fail",
+                      linger_ms=5, max_bytes=1 << 20, max_records=1000,
+                      on_delivery=lambda err, msg: reports.append((err.name() if err else None, msg.offset(),
+                                                                   msg.value())))
+    p.start()
+    try:
+        p.produce(topic, b"bad", None, 0, headers=[("h", "str")])  # type: ignore[list-item]  # str, not bytes: unencodable
+        assert p.flush(30) == 0
+        for i in range(3):
+            p.produce(topic, f"ok-{i}".encode(), None, 0)
+        assert p.flush(30) == 0
+    finally:
+        p.close(10)
+    assert reports == [("_FAIL", -1, b"bad"), (None, 0, b"ok-0"), (None, 1, b"ok-1"), (None, 2, b"ok-2")]
+    assert [m.value() for m in read_topic(topic)] == [b"ok-0", b"ok-1", b"ok-2"]

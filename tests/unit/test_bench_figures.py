@@ -100,3 +100,13 @@ def test_mm2_properties_reach_the_data_producer_through_the_target_alias():
     default = mm2_properties("h:1", "src", "a", "lz4", None)
     assert "batch.size" not in default and "linger.ms" not in default
     assert "mm2-offsets.a.internal" in mm2_state_topics("a")
+
+
+def test_bench_refuses_an_unknown_codec_or_copier_before_starting_anything():
+    from click.testing import CliRunner
+
+    from bench.__main__ import main
+
+    result = CliRunner().invoke(main, ["--codecs", "zstd,brotli", "--copiers", "transcoder,flume"])
+    assert result.exit_code == 2
+    assert "unknown codec or copier: brotli, flume" in result.output
