@@ -57,18 +57,21 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
                    key_field=key_field)
     work = Path(tempfile.mkdtemp(prefix="transcoder-bench-"))
     local = None
+    broker_pid = None
     bootstrap = bootstrap_servers
     if bootstrap is None:
         local = LocalKafka(work / "kafka")
-        bootstrap = local.up().bootstrap
+        st = local.up()
+        bootstrap, broker_pid = st.bootstrap, st.pid
     try:
         res = bench(bootstrap, work, data, runs=runs, codecs=codec_list, chosen=chosen, partitions=partitions,
-                    latency_records=latency_records, latency_rate=latency_rate, client_tables=client_tables)
+                    latency_records=latency_records, latency_rate=latency_rate, client_tables=client_tables,
+                    broker_pid=broker_pid)
     finally:
         if local is not None:
             local.down()
     text = report(res, codecs=codec_list, runs=runs, dataset=data.name, partitions=partitions,
-                  command="python -m bench " + shlex.join(sys.argv[1:]), latency_records=latency_records,
+                  command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), latency_records=latency_records,
                   latency_rate=latency_rate)
     path = out or ROOT / "bench" / "results" / f"{datetime.now(timezone.utc):%Y-%m-%d}-{data.name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)

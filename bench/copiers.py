@@ -40,6 +40,7 @@ class Running:
     procs: list[subprocess.Popen] = field(default_factory=list)
     log: Path | None = None
     finite: bool = False  # the copier exits by itself once done (exit status 0 is success)
+    live_destination: str | None = None  # where it copies the live topic (the latency trickle) to
 
     @property
     def pids(self) -> list[int]:
@@ -79,14 +80,17 @@ def process_cpu(pid: int) -> float:
 
 # ---------------------------------------------------------------- transcoder
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
-                     workdir: Path, tag: str) -> Running:
+                     workdir: Path, tag: str, live: str | None = None) -> Running:
+    """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching)."""
+    routes = [(source, destination)] + ([(live, f"{live}.copy")] if live else [])
     conf = {
         "cluster": {"bootstrap_servers": bootstrap},
         "group_id": f"bench-{tag}",
-        "routes": [{"source": source, "destinations": [{
-            "codec": codec, "topic": destination,
+        "lanes": "shared",  # one consumer, one loop thread, for both topics
+        "routes": [{"source": s, "destinations": [{
+            "codec": codec, "topic": d,
             "batch": {"max_bytes": batching.max_bytes, "linger_ms": batching.linger_ms},
-        }]}],
+        }]} for s, d in routes],
         "metrics": {"port": 0},
     }
     path = workdir / f"{tag}.yaml"
@@ -95,7 +99,7 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "transcoder", "--log-level", "warning", "run",
                                  "--config", str(path)], stdout=out, stderr=subprocess.STDOUT)
-    return Running(destination, [proc], log)
+    return Running(destination, [proc], log, live_destination=f"{live}.copy" if live else None)
 
 
 # ---------------------------------------------------------------- MirrorMaker 2
@@ -108,8 +112,9 @@ def fetch_mm2(version: str) -> Path:
                         what=f"MirrorMaker 2 {version}")
 
 
-def mm2_properties(bootstrap: str, source: str, alias: str, codec: str, batching: Batching | None) -> str:
-    """Dedicated-mode config copying `source` into `<alias>.<source>` on the same cluster.
+def mm2_properties(bootstrap: str, source: str, alias: str, codec: str, batching: Batching | None,
+                   live: str | None = None) -> str:
+    """Dedicated-mode config copying `source` (and `live`) into `<alias>.<topic>` on the same cluster.
 
     The data producer is configured through the target alias (`B.producer.*`, the worker's
     producer config); batching None leaves the Java client's defaults (16 KB, linger 5 ms).
@@ -122,7 +127,7 @@ def mm2_properties(bootstrap: str, source: str, alias: str, codec: str, batching
         "plugin.discovery = service_load",  # no classpath scan: seconds and 400 MB less at start
         "B.plugin.discovery = service_load",
         f"{alias}->B.enabled = true",
-        f"{alias}->B.topics = {source}",
+        f"{alias}->B.topics = {source}" + (f", {live}" if live else ""),
         f"B.producer.compression.type = {codec}",
         "replication.factor = 1",
         "config.storage.replication.factor = 1",
@@ -154,18 +159,18 @@ def mm2_state_topics(alias: str) -> list[str]:
 
 
 def start_mm2(libs: Path, bootstrap: str, source: str, alias: str, codec: str, batching: Batching | None,
-              workdir: Path, tag: str) -> Running:
+              workdir: Path, tag: str, live: str | None = None) -> Running:
     java = shutil.which("java")
     if java is None:
         raise RuntimeError("java is not on PATH: MirrorMaker 2 needs a JDK (17)")
     props = workdir / f"{tag}.properties"
-    props.write_text(mm2_properties(bootstrap, source, alias, codec, batching))
+    props.write_text(mm2_properties(bootstrap, source, alias, codec, batching, live))
     log = workdir / f"{tag}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([java, "-Xmx512m", "-cp", os.path.join(str(libs), "*"),
                                  "org.apache.kafka.connect.mirror.MirrorMaker", str(props), "--clusters", "B"],
                                 stdout=out, stderr=subprocess.STDOUT)
-    return Running(f"{alias}.{source}", [proc], log)
+    return Running(f"{alias}.{source}", [proc], log, live_destination=f"{alias}.{live}" if live else None)
 
 
 # ---------------------------------------------------------------- kcat

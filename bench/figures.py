@@ -27,6 +27,7 @@ class CopyRun:
     disk_bytes: int  # destination on disk after the copy (DescribeLogDirs)
     latency_p50: float | None = None  # seconds, source timestamp -> readable in the destination
     latency_p99: float | None = None
+    broker_cpu_seconds: float | None = None  # the broker's process over the same span (a local broker only)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ FIGURES: dict[str, tuple[Callable[[CopyRun], float | None], str, bool]] = {
     "records_per_s": (lambda r: r.records / r.seconds if r.seconds > 0 else None, "records/s", True),
     "mb_per_s": (lambda r: r.uncompressed_bytes / 1e6 / r.seconds if r.seconds > 0 else None, "MB/s", True),
     "cpu_per_1m": (lambda r: r.cpu_seconds / r.records * 1e6 if r.records else None, "CPU s / 1M", False),
+    "broker_cpu_per_1m": (lambda r: r.broker_cpu_seconds / r.records * 1e6
+                          if r.records and r.broker_cpu_seconds is not None else None, "CPU s / 1M", False),
     "disk_bytes": (lambda r: float(r.disk_bytes), "bytes", False),
     "ratio": (lambda r: r.uncompressed_bytes / r.disk_bytes if r.disk_bytes else None, "x", True),
     "latency_p50": (lambda r: r.latency_p50, "s", False),
@@ -128,8 +131,8 @@ def _x(v: float | None) -> str:
 
 def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], codecs: Sequence[str]) -> str:
     """Median (min–max) per copier and codec, each figure also as a ratio to mm2 at that codec."""
-    head = ("| codec | copier | records/s | uncompressed MB/s | CPU s per 1M records | on disk (MB) | "
-            "ratio to uncompressed | p50 latency (ms) | p99 latency (ms) | start-up (s) |")
+    head = ("| codec | copier | records/s | uncompressed MB/s | CPU s per 1M records | broker CPU s per 1M records | "
+            "on disk (MB) | ratio to uncompressed | p50 latency (ms) | p99 latency (ms) | start-up (s) |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for c in codecs:
         base = summary.get((BASELINE, c))
@@ -143,7 +146,8 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
                 return _spread(s[name], scale, digits) + _x(rel)
 
             lines.append(f"| {c} | {copier} | {cell('records_per_s', digits=0)} | {cell('mb_per_s', digits=1)} | "
-                         f"{cell('cpu_per_1m')} | {cell('disk_bytes', 1e-6, 1)} | {cell('ratio')} | "
+                         f"{cell('cpu_per_1m')} | {cell('broker_cpu_per_1m')} | {cell('disk_bytes', 1e-6, 1)} | "
+                         f"{cell('ratio')} | "
                          f"{cell('latency_p50', 1e3, 0)} | {cell('latency_p99', 1e3, 0)} | {cell('startup', digits=1)} |")
     return "\n".join(lines)
 

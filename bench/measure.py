@@ -4,8 +4,6 @@ end-to-end latency of a live trickle; and the producer/consumer passes of the 20
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -26,10 +24,13 @@ def record_count(admin: AdminClient, topic: str) -> int:
 
 def measure_copy(admin: AdminClient, info: BrokerInfo, running: Running, *, copier: str, codec: str,
                  records: int, uncompressed_bytes: int, launched: float, timeout: float,
-                 poll_s: float = 0.1) -> CopyRun:
-    """Wait until the destination holds `records`; CPU and time from its first record to its last."""
+                 broker_pid: int | None = None, poll_s: float = 0.1) -> CopyRun:
+    """Wait until the destination holds `records`; CPU and time from its first record to its last.
+
+    With `broker_pid` (a broker on this machine), the broker's CPU over the same span too.
+    """
     deadline = time.monotonic() + timeout
-    first_t = first_cpu = None
+    first_t = first_cpu = first_broker = None
     seen: dict[int, float] = {}  # pid -> CPU last read: a process that exited keeps its total
     while True:
         now = time.monotonic()
@@ -42,6 +43,7 @@ def measure_copy(admin: AdminClient, info: BrokerInfo, running: Running, *, copi
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
         if n > 0 and first_t is None:
             first_t, first_cpu = now, cpu
+            first_broker = process_cpu(broker_pid) if broker_pid else None
         if n >= records:
             break
         if now > deadline:
@@ -49,17 +51,19 @@ def measure_copy(admin: AdminClient, info: BrokerInfo, running: Running, *, copi
                                f"after {timeout:.0f} s")
         time.sleep(poll_s)
     assert first_t is not None and first_cpu is not None
+    broker = process_cpu(broker_pid) - first_broker if broker_pid and first_broker is not None else None
     disk = info.topic_sizes([running.destination])[running.destination]
     return CopyRun(copier=copier, codec=codec, records=records, uncompressed_bytes=uncompressed_bytes,
                    seconds=max(now - first_t, poll_s), cpu_seconds=cpu - first_cpu,
-                   startup_seconds=first_t - launched, disk_bytes=disk)
+                   startup_seconds=first_t - launched, disk_bytes=disk, broker_cpu_seconds=broker)
 
 
-def live_latency(bootstrap: str, source: str, destination: str, *, records: int, rate: float,
-                 make_value: Callable[[int], bytes], timeout: float = 120.0) -> tuple[float, float]:
+def live_latency(bootstrap: str, source: str, destination: str, *, records: list[tuple[bytes | None, bytes]],
+                 rate: float, timeout: float = 120.0) -> tuple[float, float]:
     """(p50, p99) seconds from a record's source timestamp (set at produce) to reading it from the destination.
 
-    Produces `records` at `rate` records/s while a consumer reads the destination from its end.
+    Produces `records` (key, value) into `source` at `rate` records/s, each stamped with the time it
+    is produced, while a consumer reads the destination from its end.
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-latency-{time.monotonic_ns()}",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 5, "auto.offset.reset": "latest"})
@@ -74,11 +78,11 @@ def live_latency(bootstrap: str, source: str, destination: str, *, records: int,
     t0 = time.monotonic()
     deadline = t0 + timeout
     try:
-        while len(latencies) < records:
-            due = min(records, int((time.monotonic() - t0) * rate) + 1)
+        while len(latencies) < len(records):
+            due = min(len(records), int((time.monotonic() - t0) * rate) + 1)
             while sent < due:
-                producer.produce(source, make_value(sent), key=str(sent).encode(),
-                                 timestamp=int(time.time() * 1000))
+                key, value = records[sent]
+                producer.produce(source, value, key=key, timestamp=int(time.time() * 1000))
                 sent += 1
             producer.poll(0)
             for m in consumer.consume(500, timeout=0.005):
@@ -87,7 +91,7 @@ def live_latency(bootstrap: str, source: str, destination: str, *, records: int,
                 elif m.error().code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(f"reading {destination}: {m.error().str()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"latency: {len(latencies)} of {records} records reached {destination} "
+                raise RuntimeError(f"latency: {len(latencies)} of {len(records)} records reached {destination} "
                                    f"within {timeout:.0f} s")
         producer.flush(30)
     finally:

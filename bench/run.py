@@ -6,12 +6,14 @@ from __future__ import annotations
 import itertools
 import os
 import platform
+import re
 import shutil
 import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 
 import click
@@ -54,7 +56,14 @@ class Results:
 
 
 def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[str], chosen: list[str],
-          partitions: int, latency_records: int, latency_rate: float, client_tables: bool) -> Results:
+          partitions: int, latency_records: int, latency_rate: float, client_tables: bool,
+          broker_pid: int | None = None) -> Results:
+    """Seed once, copy with every copier and codec `runs` times; each copy copies exactly the seeded data.
+
+    The latency trickle goes to a fresh live topic per copy, which the copier copies besides the
+    dataset (one lane, one MM2 task): the dataset and the next copies stay as seeded. The trickle
+    replays the dataset's first records with fresh timestamps, so it compresses like the data.
+    """
     cluster = {"bootstrap.servers": bootstrap}
     admin, _ = connect_admin(cluster)
     info = BrokerInfo(cluster)
@@ -62,46 +71,51 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     source = f"bench.{data.name}.{stamp}"
     seeded = seed.seed(data.records(), cluster=cluster, topic=source, count=data.count, partitions=partitions)
     click.echo(seeded.summary(), err=True)
-    samples = [r.value for r in itertools.islice(data.records(), 1000)]
-    source_records, source_bytes = seeded.records, seeded.bytes
+    trickle = [(r.key, r.value) for r in itertools.islice(data.records(), latency_records)]
     libs = copiers.fetch_mm2(DEFAULT_VERSION) if any(c.startswith("mm2") for c in chosen) else None
     batching = copiers.TRANSCODER_BATCHING
     results: list[figures.CopyRun] = []
     try:
         for run, codec, copier in itertools.product(range(1, runs + 1), codecs, chosen):
             tag = f"{copier}-{codec}-{run}"
+            live = None
+            if copier in LATENCY_COPIERS and trickle:
+                live = f"{source}.live-{tag}"
+                admin.create_topics([NewTopic(live, partitions, 1)])[live].result()
             launched = time.monotonic()
-            to_delete: list[str] = []
+            to_delete: list[str] = [live] if live else []
             if copier == "transcoder":
-                running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag)
+                running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag,
+                                                   live=live)
             elif copier.startswith("mm2"):
                 assert libs is not None
                 alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"
                 running = copiers.start_mm2(libs, bootstrap, source, alias, codec,
-                                            None if copier == "mm2-default" else batching, work, tag)
-                to_delete = copiers.mm2_state_topics(alias)
+                                            None if copier == "mm2-default" else batching, work, tag, live=live)
+                to_delete += copiers.mm2_state_topics(alias)
             else:
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
                 running = copiers.start_kcat(bootstrap, source, dest, codec, batching, work, tag)
             to_delete.append(running.destination)
+            if running.live_destination:
+                to_delete.append(running.live_destination)
             try:
-                r = measure.measure_copy(admin, info, running, copier=copier, codec=codec, records=source_records,
-                                         uncompressed_bytes=source_bytes, launched=launched,
-                                         timeout=max(300.0, source_records / 1000))
-                if copier in LATENCY_COPIERS and latency_records > 0:
-                    p50, p99 = measure.live_latency(
-                        bootstrap, source, running.destination, records=latency_records, rate=latency_rate,
-                        make_value=lambda i: samples[i % len(samples)])
+                r = measure.measure_copy(admin, info, running, copier=copier, codec=codec, records=seeded.records,
+                                         uncompressed_bytes=seeded.bytes, launched=launched,
+                                         timeout=max(300.0, seeded.records / 1000), broker_pid=broker_pid)
+                if live and running.live_destination:
+                    p50, p99 = measure.live_latency(bootstrap, live, running.live_destination, records=trickle,
+                                                    rate=latency_rate)
                     r = replace(r, latency_p50=p50, latency_p99=p99)
-                    source_records += latency_records
-                    source_bytes += sum(len(samples[i % len(samples)]) + len(str(i)) for i in range(latency_records))
             finally:
                 running.stop()
                 admin.delete_topics(to_delete, operation_timeout=30)
             results.append(r)
+            broker = "" if r.broker_cpu_seconds is None else f" (broker {r.broker_cpu_seconds / r.records * 1e6:5.2f})"
             click.echo(f"run {run} {codec:6} {copier:11} {r.records / r.seconds:>10,.0f} records/s "
-                       f"{r.cpu_seconds / r.records * 1e6:7.2f} CPU s/1M  ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
+                       f"{r.cpu_seconds / r.records * 1e6:7.2f} CPU s/1M{broker}  "
+                       f"ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
                        f"  p99 {'' if r.latency_p99 is None else f'{r.latency_p99 * 1000:.0f} ms'}", err=True)
 
         produced: list[figures.ClientRun] = []
@@ -130,13 +144,16 @@ def machine() -> str:
     mem = next((int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
                 if ln.startswith("MemTotal")), 0)
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    kcat = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout.splitlines() \
-        if shutil.which("kcat") else ["not installed"]
+    kcat = "kcat not installed"
+    if shutil.which("kcat"):
+        out = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
+        line = next((ln for ln in out.splitlines() if ln.startswith("Version ")), "")
+        lib = re.search(r"librdkafka (\S+)", line)
+        kcat = f"kcat {line.split()[1]}" + (f" (librdkafka {lib.group(1)})" if lib else "") if line else "kcat ?"
     return (f"{len(os.sched_getaffinity(0))} cores ({model}), {mem / 1024 / 1024:.1f} GiB memory; "
             f"Linux {platform.release()}; Python {platform.python_version()}; transcoder {__version__}; "
-            f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]}); "
-            f"Kafka broker and MirrorMaker 2 {DEFAULT_VERSION}; {java[0] if java else 'java ?'}; "
-            f"{kcat[0] if kcat else 'kcat ?'}")
+            f"confluent-kafka {version('confluent-kafka')} (librdkafka {confluent_kafka.libversion()[0]}); "
+            f"Kafka broker and MirrorMaker 2 {DEFAULT_VERSION}; {java[0] if java else 'java ?'}; {kcat}")
 
 
 def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitions: int, command: str,
@@ -157,13 +174,19 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "`· N.NNx` is the ratio to MirrorMaker 2 at the same codec and batching (`mm2`).",
         "",
         f"Batching: transcoder, `mm2` and kcat use batch.size {b.max_bytes:,} B and linger.ms {b.linger_ms} "
-        "(transcoder's defaults); `mm2-default` keeps the Java producer's (16,384 B, linger.ms 5). "
+        "(transcoder's defaults); `mm2-default` keeps the Java producer's (16,384 B, linger.ms 5). Every codec at "
+        "its client's default level, the same in librdkafka and Java (gzip 6, lz4 fast, zstd 3). Note: librdkafka's "
+        "batch.size counts uncompressed bytes, the Java producer's counts estimated compressed bytes, so at the "
+        "same batch.size a Java batch of compressible data holds more records.",
+        "",
         "Throughput and CPU cover the copy only: from the first record in the destination to the last "
         "(start-up is its own column). CPU is the copier's whole processes (the JVM for MirrorMaker 2, "
-        "both kcat processes). Latency: a live trickle of "
-        f"{latency_records:,} records at {latency_rate:,.0f}/s after the copy, from the record's timestamp to a "
-        "consumer reading it from the destination (kcat carries no timestamps: n/a). The Spark engine's "
-        "slot is empty until it exists.",
+        "both kcat processes); broker CPU is the local broker's process over the same span, the load each "
+        "copier puts on it (n/a with -b). Latency: after the copy, a live trickle of "
+        f"{latency_records:,} records at {latency_rate:,.0f}/s (the dataset's first records, stamped when produced) "
+        "into a fresh topic the copier copies besides the dataset, from the record's timestamp to a consumer "
+        "reading it from the destination (kcat carries no timestamps: n/a). Each copy copies exactly the seeded "
+        "dataset. The Spark engine's slot is empty until it exists.",
         "",
         "## Copiers",
         "",

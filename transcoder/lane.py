@@ -60,6 +60,9 @@ def consumer_config(config: Config, lane: routes.Lane) -> dict[str, Any]:
         "isolation.level": "read_committed",
         # Bounded prefetch: memory stays bounded even when every target is slow.
         "queued.max.messages.kbytes": 32 * 1024,
+        # Once the prefetch queue is full (queued.min.messages or the bytes above), the next fetch
+        # waits this long; librdkafka's default (1000 ms) left a lane idle half of the time (bench/).
+        "fetch.queue.backoff.ms": 20,
         "statistics.interval.ms": config.metrics.stats_interval_ms,
     })
 
@@ -160,17 +163,19 @@ class Lane:
         #: source topic -> [(produce, destination topic)]
         self.routes: dict[str, list[tuple[Callable[..., None], str]]] = {s: [] for s in spec.sources}
         for target in spec.targets:
+            dests = {target.topic_for(s) for s in target.sources}
+            delivered = self._delivery_callback(next(iter(dests)) if len(dests) == 1 else None)
             if built_here(target.destination.codec, target.destination.level):
                 p = self.threads.create(
                     (spec.name, "produce"),
-                    lambda t=target: batch_producer(config, spec, t, self._on_delivery, self._produced),
+                    lambda t=target, cb=delivered: batch_producer(config, spec, t, cb, self._produced),
                     lambda c: c.start())
             else:
                 p = self.threads.create(
                     (spec.name, "produce"),
-                    lambda t=target: Producer(producer_config(config, spec, t, self._on_delivery,
-                                                              self._on_producer_stats)),
-                    warm)
+                    lambda t=target, cb=delivered: Producer(producer_config(config, spec, t, cb,
+                                                                            self._on_producer_stats)),
+                    lambda c, d=sorted(dests): self._warm(c, d))
             self.producers.append(p)
             for s in target.sources:
                 self.routes[s].append((p.produce, target.topic_for(s)))
@@ -188,27 +193,52 @@ class Lane:
         self._stats_emissions = 0
 
     @staticmethod
-    def _warm(client: Any) -> None:
-        """A metadata request makes a client start its broker threads, so they can be attributed."""
+    def _warm(client: Any, topics: Iterable[str] = ()) -> None:
+        """A metadata request makes a client start its broker threads, so they can be attributed.
+
+        A producer also learns its destination topics' partitions, so its first records do not wait
+        for a metadata round trip.
+        """
         try:
             client.list_topics(timeout=10)
+            for topic in topics:
+                client.list_topics(topic=topic, timeout=10)
         except KafkaException as exc:
             log.warning("metadata_request_failed", error=str(exc.args[0]))
 
     # ------------------------------------------------------------------ callbacks (loop thread)
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        dest, partition = msg.topic(), msg.partition()
-        offset = self.ledger.acked(dest, partition)
-        if err is None:
-            n = self._acked[dest] = self._acked[dest] + 1
-            ts = msg.timestamp()[1]
-            self._acked_ts[(dest, partition)] = ts
-            if not n & 15:  # sampled: an observation costs more than the rest of this callback
-                self.metrics.latency(dest, max(0.0, time.time() - ts / 1000))
-        else:
-            source = (self.source_of[dest], partition)
-            self.ledger.hold(source, offset)  # never commit past a record that failed
-            self._failures.append(_Failure(source, offset, dest, err.name(), err.str(), msg))
+    def _delivery_callback(self, only: str | None) -> Callable[[KafkaError | None, Message | Delivered], None]:
+        """The delivery callback of one producer; `only`: the one destination topic it writes, if so.
+
+        A delivery report is the other half of the hot path (one per record and destination), so
+        it does Ledger.acked's bookkeeping inline, and a producer with one destination topic never
+        asks a report for its topic (a str decoded and hashed per record).
+        """
+        ledger = self.ledger
+        pending = ledger.pending
+        acked = self._acked
+        acked_ts = self._acked_ts
+        latency = self.metrics.latency
+        source_of = self.source_of
+        failures = self._failures
+
+        def delivered(err: KafkaError | None, msg: Message | Delivered) -> None:
+            dest = only or msg.topic()
+            partition = msg.partition()
+            offset, size = pending[(dest, partition)].popleft()  # Ledger.acked: reports come in order
+            ledger.in_flight_bytes -= size
+            if err is None:
+                n = acked[dest] = acked[dest] + 1
+                ts = msg.timestamp()[1]
+                acked_ts[(dest, partition)] = ts
+                if not n & 15:  # sampled: an observation costs more than the rest of this callback
+                    latency(dest, max(0.0, time.time() - ts / 1000))
+            else:
+                source = (source_of[dest], partition)
+                ledger.hold(source, offset)  # never commit past a record that failed
+                failures.append(_Failure(source, offset, dest, err.name(), err.str(), msg))
+
+        return delivered
 
     def _on_producer_stats(self, raw: str) -> None:
         self._produced(producer_topics(json.loads(raw)))
@@ -303,7 +333,14 @@ class Lane:
             self.consumer.subscribe(list(self.spec.sources), on_assign=self._on_assign,
                                     on_revoke=self._on_revoke, on_lost=self._on_lost)
             while not stop.is_set():
-                msgs = self.consumer.consume(_CONSUME_BATCH, timeout=0.2)
+                # What is queued, without waiting; else wait for the first record only (a batch
+                # call waits for all _CONSUME_BATCH or the timeout: up to 200 ms added latency),
+                # with what arrived along with it.
+                msgs = self.consumer.consume(_CONSUME_BATCH, timeout=0)
+                if not msgs:
+                    msgs = self.consumer.consume(1, timeout=0.2)
+                    if msgs:
+                        msgs += self.consumer.consume(_CONSUME_BATCH - 1, timeout=0)
                 if self._revoke_error is not None:
                     raise self._revoke_error
                 if msgs:

@@ -162,7 +162,12 @@ def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
 
 
 def _kafka_uuid() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka Uuid string, never starting with '-' (kafka-storage would take it for an option), as
+    Kafka's own Uuid.randomUuid() ensures."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _pid_is_our_broker(pid: int, config_file: str) -> bool:

@@ -8,6 +8,7 @@ offset. Both engines (service and Spark) export this vocabulary.
 from __future__ import annotations
 
 import threading
+from typing import Any
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -149,6 +150,7 @@ class LaneMetrics:
         self._pauses = m.backpressure.labels(lane=lane)
         #: destination topic -> cumulative (record bytes, compressed bytes) for the wire ratio
         self._wire: dict[str, list[float]] = {}
+        self._latency: dict[str, Any] = {}  # destination topic -> its latency histogram child
 
     def records(self, n: int, nbytes: int) -> None:
         self._records.inc(n)
@@ -174,7 +176,10 @@ class LaneMetrics:
             self.m.wire_ratio.labels(**labels).set(wire[0] / wire[1])
 
     def latency(self, destination: str, seconds: float) -> None:
-        self.m.latency.labels(lane=self.lane, destination=destination).observe(seconds)
+        child = self._latency.get(destination)
+        if child is None:
+            child = self._latency[destination] = self.m.latency.labels(lane=self.lane, destination=destination)
+        child.observe(seconds)
 
     def lag(self, topic: str, partition: int, records: int, seconds: float) -> None:
         p = str(partition)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +27,12 @@ from transcoder.report import histogram_quantile
 from transcoder.threads import ThreadLedger
 
 log = structlog.get_logger("transcoder.service")
+
+#: CPython's cyclic collector, for a process that copies records. The hot path allocates a few
+#: GC-tracked objects per record (consumed messages, delivery reports) and keeps none in cycles; at
+#: the default gen-0 threshold (700 allocations) the collector ran every ~200 records and took 12%
+#: of a lane thread's CPU (bench/results). Cycles are still collected, 140x less often.
+GC_THRESHOLDS = (100_000, 20, 100)
 
 
 @dataclass(frozen=True)
@@ -279,6 +286,8 @@ class Service:
 
     def run(self, *, until_caught_up: bool = False) -> Prepared:
         prepared = self.prepare(create=True)
+        gc.freeze()  # what start-up built lives as long as the process: never scanned again
+        gc.set_threshold(*GC_THRESHOLDS)
         ends = end_offsets(self._src_admin, prepared.provision.sources) if until_caught_up else None
         self.lanes = [
             Lane(spec, self.config, self.metrics.lane(spec.name),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -87,9 +89,11 @@ def ensure(admin: AdminClient, name: str, *, partitions: int | None, replication
         return existing, False
     _create(admin, NewTopic(name, num_partitions=partitions or 1, replication_factor=replication_factor,
                             config=dict(config or {})), timeout)
-    shape = describe(admin, name)
-    if shape is None:
-        raise TopicError(f"topic {name} was created but is not visible in metadata yet; try again")
+    deadline = time.monotonic() + timeout
+    while (shape := describe(admin, name)) is None:  # metadata reaches the broker asked a moment later
+        if time.monotonic() >= deadline:
+            raise TopicError(f"topic {name} was created but is not visible in metadata after {timeout:.0f} s")
+        time.sleep(0.1)
     return shape, True
 
 

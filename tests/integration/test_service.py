@@ -117,7 +117,7 @@ def test_destination_batches_are_stored_with_the_configured_codec(kafka, topic_f
         for partition in range(2):
             batches = kafka.stored_batches(d.topic_for(source), partition)
             assert sum(int(b["count"]) for b in batches) == 2000
-            assert {b["compresscodec"] for b in batches} == {d.codec}, d.topic_for(source)
+            assert {b["compresscodec"] for b in batches} == {d.codec}, (d.topic_for(source), batches)
             # Idempotent producer: every batch carries a producer id and sequence.
             assert all(int(b["producerId"]) >= 0 for b in batches)
 

@@ -100,6 +100,9 @@ def test_mm2_properties_reach_the_data_producer_through_the_target_alias():
     default = mm2_properties("h:1", "src", "a", "lz4", None)
     assert "batch.size" not in default and "linger.ms" not in default
     assert "mm2-offsets.a.internal" in mm2_state_topics("a")
+    live = dict(line.split(" = ", 1) for line in mm2_properties("h:1", "src", "a", "lz4", None, live="src.live")
+                .splitlines())
+    assert live["a->B.topics"] == "src, src.live"  # the latency trickle's topic, copied by the same task
 
 
 def test_bench_refuses_an_unknown_codec_or_copier_before_starting_anything():
