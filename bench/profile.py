@@ -32,6 +32,7 @@ from pathlib import Path
 
 from bench.copiers import process_cpu
 from transcoder import config, logs
+from transcoder.clients import connect_admin
 from transcoder.localkafka import LocalKafka
 from transcoder.service import Service
 
@@ -147,25 +148,25 @@ def main() -> None:
         local = LocalKafka(work / "kafka")
         st = local.up()
         bootstrap, broker_pid = st.bootstrap, st.pid
+    source = f"profile.{args.kind}.{int(time.time())}"
+    dest = {"codec": args.codec, "topic": f"{source}.{args.codec}"}
+    sampler = None
+    raw = work / "py-spy.txt"
     try:
-        source = f"profile.{args.kind}.{int(time.time())}"
         # Seeded by another process: this one's CPU is then the service's alone.
         subprocess.run([sys.executable, "-m", "transcoder", "seed", "--kind", args.kind, "--count", str(args.count),
                         "--topic", source, "-b", bootstrap, "--partitions", "1", "--seed", "1"], check=True)
-        dest = {"codec": args.codec, "topic": f"{source}.{args.codec}"}
         if args.level is not None:
             dest["level"] = args.level
         conf = config.parse({"cluster": {"bootstrap_servers": bootstrap}, "group_id": f"profile-{source}",
                              "routes": [{"source": source, "destinations": [dest]}], "metrics": {"port": 0}},
                             source="profile", environ={})
         service = Service(conf)
-        raw = work / "py-spy.txt"
-        sampler = None
         if args.py_spy:
             assert spy is not None
             sampler = subprocess.Popen([spy, "record", "--pid", str(os.getpid()), "--native", "--threads",
-                                        "--rate", str(args.rate), "--format", "raw", "--output", str(raw),
-                                        ], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                        "--rate", str(args.rate), "--format", "raw", "--output", str(raw)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         t0, machine0 = time.perf_counter(), machine_cpu()
         broker0 = process_cpu(broker_pid) if broker_pid else None
         service.run(until_caught_up=True)
@@ -177,18 +178,21 @@ def main() -> None:
         cpu["other threads"] = service.threads.cpu_by_owner().get("unattributed", 0.0)
         records = sum(lane.status.records for lane in service.lanes)
         source_bytes = sum(lane.status.source_bytes for lane in service.lanes)
-        if sampler is not None:
+    finally:
+        if sampler is not None:  # py-spy writes its profile when interrupted
             sampler.send_signal(signal.SIGINT)
             _, err = sampler.communicate(timeout=120)
-            if not raw.exists():
-                raise SystemExit(f"py-spy wrote no profile: {err.decode(errors='replace').strip()[-400:]}")
-    finally:
         if local is not None:
             local.down()
+        else:  # someone else's cluster: leave nothing behind
+            admin, _ = connect_admin({"bootstrap.servers": bootstrap})
+            admin.delete_topics([source, dest["topic"]], operation_timeout=30)
+    if sampler is not None and not raw.exists():
+        raise SystemExit(f"py-spy wrote no profile: {err.decode(errors='replace').strip()[-400:]}")
 
     n = records
     print(f"# one lane, {args.codec}{'' if args.level is None else f'-{args.level}'}: {n:,} {args.kind} records "
-          f"({source_bytes / max(1, n):,.0f} B average) in {wall:.1f} s, {n / wall:,.0f} records/s"
+          f"({source_bytes / max(1, n):,.0f} B average) in {wall:.1f} s (start-up included), {n / wall:,.0f} records/s"
           f"{f' (sampled by py-spy at {args.rate} Hz, which pauses the process)' if sampler else ''}\n")
     print(parts_table(cpu, n))
     cores = os.cpu_count() or 1

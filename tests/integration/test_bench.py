@@ -5,6 +5,7 @@ Speed is never asserted here: only that each figure was measured from what the b
 
 from __future__ import annotations
 
+import json
 import time
 
 from bench.run import Dataset, bench, report
@@ -49,3 +50,21 @@ def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
     while left := [t for t in admin.list_topics(timeout=10).topics if t.startswith(("bench.", "mm2-", "m1zstd"))]:
         assert time.monotonic() < deadline, left
         time.sleep(0.5)
+
+
+def test_bench_copies_your_own_ndjson_keyed_by_a_field(kafka, tmp_path):
+    lines = [json.dumps({"user_id": f"u{i % 37}", "path": f"/api/items/{i % 211}", "status": 200 + i % 3})
+             for i in range(1500)]
+    path = tmp_path / "events.ndjson"
+    path.write_text("\n".join(lines) + "\n")
+    data = Dataset(name="events", kind=None, from_file=path, count=1500, key_field="user_id")
+    res = bench(kafka.bootstrap, tmp_path, data, runs=1, codecs=["lz4"], chosen=["transcoder", "kcat"],
+                partitions=1, latency_records=100, latency_rate=500.0, client_tables=False)
+
+    # key (the user_id field) + value (the line) of every line, as seeded and as copied
+    expected = sum(len(f"u{i % 37}") + len(line.encode()) for i, line in enumerate(lines))
+    assert (res.seeded.records, res.seeded.bytes) == (1500, expected)
+    assert [(r.copier, r.records, r.uncompressed_bytes) for r in res.copies] == [
+        ("transcoder", 1500, expected), ("kcat", 1500, expected)]
+    assert all(0 < r.disk_bytes for r in res.copies)
+    assert res.copies[0].latency_p99 is not None and res.copies[1].latency_p99 is None
