@@ -31,7 +31,7 @@ log = structlog.get_logger("transcoder.service")
 #: CPython's cyclic collector, for a process that copies records. The hot path allocates a few
 #: GC-tracked objects per record (consumed messages, delivery reports) and keeps none in cycles; at
 #: the default gen-0 threshold (700 allocations) the collector ran every ~200 records and took 12%
-#: of a lane thread's CPU (bench/results). Cycles are still collected, 140x less often.
+#: of a lane thread's CPU (bench/results/2026-11-22-nginx.md). Cycles are still collected, 140x less often.
 GC_THRESHOLDS = (100_000, 20, 100)
 
 
