@@ -147,9 +147,9 @@ def machine() -> str:
     kcat = "kcat not installed"
     if shutil.which("kcat"):
         out = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
-        line = next((ln for ln in out.splitlines() if ln.startswith("Version ")), "")
-        lib = re.search(r"librdkafka (\S+)", line)
-        kcat = f"kcat {line.split()[1]}" + (f" (librdkafka {lib.group(1)})" if lib else "") if line else "kcat ?"
+        # "Version 1.7.1 (JSON, ..., librdkafka 2.0.2 builtin.features=...)"
+        found = re.search(r"^Version (\S+).*?librdkafka (\S+)", out, re.MULTILINE)
+        kcat = f"kcat {found[1]} (librdkafka {found[2]})" if found else "kcat ?"
     return (f"{len(os.sched_getaffinity(0))} cores ({model}), {mem / 1024 / 1024:.1f} GiB memory; "
             f"Linux {platform.release()}; Python {platform.python_version()}; transcoder {__version__}; "
             f"confluent-kafka {version('confluent-kafka')} (librdkafka {confluent_kafka.libversion()[0]}); "

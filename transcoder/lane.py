@@ -175,7 +175,7 @@ class Lane:
                     (spec.name, "produce"),
                     lambda t=target, cb=delivered: Producer(producer_config(config, spec, t, cb,
                                                                             self._on_producer_stats)),
-                    lambda c, d=sorted(dests): self._warm(c, d))
+                    warm)
             self.producers.append(p)
             for s in target.sources:
                 self.routes[s].append((p.produce, target.topic_for(s)))
@@ -193,16 +193,10 @@ class Lane:
         self._stats_emissions = 0
 
     @staticmethod
-    def _warm(client: Any, topics: Iterable[str] = ()) -> None:
-        """A metadata request makes a client start its broker threads, so they can be attributed.
-
-        A producer also learns its destination topics' partitions, so its first records do not wait
-        for a metadata round trip.
-        """
+    def _warm(client: Any) -> None:
+        """A metadata request makes a client start its broker threads, so they can be attributed."""
         try:
             client.list_topics(timeout=10)
-            for topic in topics:
-                client.list_topics(topic=topic, timeout=10)
         except KafkaException as exc:
             log.warning("metadata_request_failed", error=str(exc.args[0]))
 
