@@ -257,6 +257,13 @@ class Lane:
         self.metrics.lag(tp[0], tp[1], records, seconds)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._closed:
+            # Handed partitions while leaving the group (another member left first): they go back at
+            # once, unread. Asking for their committed offsets here only times out (the consumer is
+            # closing) and fails the close.
+            log.info("partitions_assigned_while_closing", lane=self.spec.name,
+                     partitions=_fmt((p.topic, p.partition) for p in partitions))
+            return
         tps = [(p.topic, p.partition) for p in partitions]
         self._assigned.update(tps)
         if not partitions:
