@@ -1,63 +1,31 @@
-"""Session fixtures: one real Kafka broker for the whole run, and factories for fresh topics and clients."""
+"""Session fixtures: one real Kafka broker for the whole run, and factories for fresh topics and clients.
+
+Only fixtures and hooks live here; helpers the tests import are in tests/support.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from transcoder.localkafka import LocalKafka
+from tests.support.cluster import Cluster
+from transcoder.dev.local_kafka import LocalKafka
 
 
-@dataclass
-class Cluster:
-    """The cluster tests talk to; `local` is set when this session started the broker itself."""
-
-    bootstrap: str
-    local: LocalKafka | None
-
-    def segment_files(self, topic: str, partition: int) -> list[Path]:
-        """Stored .log segment files of one partition; needs the broker this session started."""
-        if self.local is None:
-            pytest.skip("reading stored segments needs the session's own broker, not TRANSCODER_TEST_BOOTSTRAP")
-        st = self.local.state()
-        assert st is not None, "the session's broker is not running"
-        return sorted((Path(st.data_dir) / f"{topic}-{partition}").glob("*.log"))
-
-    def stored_batches(self, topic: str, partition: int) -> list[dict[str, str]]:
-        """One dict per stored record batch, as Kafka's DumpLogSegments describes it."""
-        assert self.local is not None
-        batches = []
-        for seg in self.segment_files(topic, partition):
-            for line in self.local.dump_log_segment(seg).splitlines():
-                if line.startswith("baseOffset:"):
-                    batches.append(dict(re.findall(r"(\w+): (\S+)", line)))
-        return batches
-
-
-    def throttle_producer(self, client_id: str, bytes_per_second: int | None) -> None:
-        """Set (or, with None, remove) a broker quota on a producer client.id, with Kafka's ConfigCommand."""
-        if self.local is None:
-            pytest.skip("throttling a client needs the session's own broker")
-        st = self.local.state()
-        assert st is not None
-        change = (["--add-config", f"producer_byte_rate={bytes_per_second}"] if bytes_per_second
-                  else ["--delete-config", "producer_byte_rate"])
-        proc = subprocess.run(["java", "-cp", st.classpath, "kafka.admin.ConfigCommand", "--bootstrap-server",
-                               self.bootstrap, "--alter", *change, "--entity-type", "clients", "--entity-name",
-                               client_id], capture_output=True, text=True, timeout=60)
-        # Removing a quota that is not set fails in ConfigCommand; removal is meant to be idempotent.
-        if proc.returncode != 0 and (bytes_per_second or "Invalid config" not in proc.stdout + proc.stderr):
-            raise AssertionError(f"ConfigCommand failed: {proc.stdout} {proc.stderr}")
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `kafka` every test that needs the broker: it uses the `kafka` fixture, directly or through another
+    fixture (admin, topic_factory, ...), so `pytest -m "not kafka"` runs exactly the tests that need none."""
+    for item in items:
+        if "kafka" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kafka)
 
 
 @pytest.fixture(scope="session")
@@ -147,11 +115,3 @@ def read_topic(consumer_factory: Callable[..., Consumer], admin: AdminClient) ->
         return [m for p in sorted(by_part) for m in by_part[p]]
 
     return read
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
-    """Run the real `transcoder` command in a child process: real exit codes, real stderr."""
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "transcoder", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "TRANSCODER_LOG_LEVEL": "warning", **(env or {})})

@@ -1,4 +1,9 @@
-"""The exception root of transcoder: every error a user can cause says what went wrong and what to do."""
+"""The exception root of transcoder: every error a user can cause says what went wrong and what to do.
+
+Imports nothing of transcoder. An error carries, where they exist, the topic, partition and offset
+at fault and Kafka's error name, as fields (for code, logs and metrics) and in its one-line
+message (for people); `retriable` is what the retry policies read.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,24 @@ class TranscoderError(Exception):
     exit_code: int = 1
     #: True where trying again later may succeed (a broker restarting, a leader moving)
     retriable: bool = False
+
+    def __init__(self, message: str, *, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None, kafka_error: str | None = None,
+                 retriable: bool | None = None) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        #: Kafka's error name (e.g. MSG_SIZE_TOO_LARGE), where Kafka reported the error
+        self.kafka_error = kafka_error
+        if retriable is not None:
+            self.retriable = retriable
+
+    def fields(self) -> dict[str, str | int]:
+        """The error's coordinates, for structured logs (never a key or a value)."""
+        out = {"topic": self.topic, "partition": self.partition, "offset": self.offset,
+               "kafka_error": self.kafka_error}
+        return {k: v for k, v in out.items() if v is not None}
 
 
 class ConfigError(TranscoderError):
@@ -35,7 +58,7 @@ class TopicError(TranscoderError):
 
 
 class DeliveryError(TranscoderError):
-    """A record could not be delivered; the message names topic, partition and offset."""
+    """A record could not be delivered; topic, partition and offset name the source record."""
 
 
 class LocalKafkaError(TranscoderError):

@@ -39,7 +39,7 @@ def configure(level: str = "info", *, stream: TextIO | None = None, json: bool |
     root.setLevel(numeric)
     # librdkafka reports every failed connection attempt; clients.py surfaces the same errors
     # once, through error_cb, in the error that stops us. Its raw lines are for debugging only.
-    from transcoder.clients import RDKAFKA_LOGGER
+    from transcoder.kafka.clients import RDKAFKA_LOGGER
 
     # kafka-python (used for DescribeLogDirs) narrates every connection at INFO.
     logging.getLogger("kafka").setLevel(max(numeric, logging.WARNING))

@@ -9,9 +9,14 @@ import json
 import time
 
 from bench.run import Dataset, bench, report
+from tests.support.tools import require_tool
+
+# Every test here runs kcat among its copiers: without kcat it is skipped (failed when CI is set).
+KCAT_INSTALL = "install the Debian package `kcat` (.ci/run does: apt-get install kcat)"
 
 
 def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
+    require_tool("kcat", KCAT_INSTALL, alternatives=["kafkacat"])
     data = Dataset(name="nginx", kind="nginx", from_file=None, count=3000)
     broker = kafka.local.state().pid if kafka.local else None
     res = bench(kafka.bootstrap, tmp_path, data, runs=1, codecs=["zstd"],
@@ -53,6 +58,7 @@ def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
 
 
 def test_bench_copies_your_own_ndjson_keyed_by_a_field(kafka, tmp_path):
+    require_tool("kcat", KCAT_INSTALL, alternatives=["kafkacat"])
     lines = [json.dumps({"user_id": f"u{i % 37}", "path": f"/api/items/{i % 211}", "status": 200 + i % 3})
              for i in range(1500)]
     path = tmp_path / "events.ndjson"

@@ -10,7 +10,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 
 def _java_processes_using(state_dir: Path) -> list[int]:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 from transcoder import config as cfg
-from transcoder.brokers import BrokerInfo
-from transcoder.service import Service
+from transcoder.kafka.protocol import BrokerInfo
+from transcoder.service.runner import Service
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from transcoder.batchproducer import BatchProducer
-from transcoder.brokers import BrokerInfo
+from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.protocol import BrokerInfo
 from transcoder.codecs import encode_batch
 from transcoder.errors import KafkaUnavailableError
 

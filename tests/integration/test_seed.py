@@ -9,8 +9,8 @@ from itertools import islice
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from tests.conftest import run_cli
-from transcoder import datagen
+from tests.support.cli import run_cli
+from transcoder.dev import datagen
 
 START = "2026-11-01T00:00:00Z"
 START_MS = 1_793_491_200_000

@@ -15,23 +15,13 @@ import yaml
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
-from tests.conftest import run_cli
-from transcoder import config as cfg
+from tests.support.cli import run_cli
+from tests.support.configs import make_config, raw_config
 from transcoder.codecs import CODECS
 from transcoder.errors import DeliveryError, TopicError
-from transcoder.service import Service
+from transcoder.service.runner import Service
 
 PARTITIONS = 4
-
-
-def raw_config(kafka, routes, **extra) -> dict:
-    """A config for the session's broker with a fresh group id and quick commits."""
-    return {"cluster": {"bootstrap_servers": kafka.bootstrap}, "group_id": f"t-{time.monotonic_ns()}",
-            "routes": routes, "metrics": {"port": 0}, "commit_interval_ms": 200, **extra}
-
-
-def make_config(kafka, routes, **extra) -> cfg.Config:
-    return cfg.parse(raw_config(kafka, routes, **extra), environ={})
 
 
 def write_config(tmp_path, kafka, routes, **extra) -> str:
@@ -215,8 +205,7 @@ def test_oversize_record_with_tolerance_all_goes_to_the_dlq(kafka, topic_factory
 
 
 def _dest_count(admin, topic: str) -> int:
-    from transcoder.service import end_offsets
-    from transcoder.topics import describe
+    from transcoder.kafka.admin import describe, end_offsets
 
     shape = describe(admin, topic)
     if shape is None:
@@ -402,7 +391,7 @@ def test_secrets_never_reach_the_logs(kafka, topic_factory, tmp_path):
 
 
 def test_describe_log_dirs_sizes_match_the_segment_files(kafka, topic_factory, producer_factory):
-    from transcoder.brokers import BrokerInfo
+    from transcoder.kafka.protocol import BrokerInfo
 
     topic = topic_factory(partitions=2)
     produce_mixed(producer_factory, topic, 2000, partitions=2, incompressible=False)

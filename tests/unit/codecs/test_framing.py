@@ -1,0 +1,64 @@
+"""transcoder.codecs.framing: the v2 record batches it builds parse, record by record, with kafka-python's reader."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record import MemoryRecords
+
+from transcoder.codecs import ATTRIBUTE_ID, encode_batch
+
+
+def parse(raw: bytes):
+    batch = MemoryRecords(raw).next_batch()
+    assert batch is not None and batch.validate_crc()
+    return batch, list(batch)
+
+
+RECORDS = [
+    (b"k1", b"value one", (("h", b"1"), ("h", b"2"), ("empty", None)), 1_700_000_000_000),
+    (None, b"", (), 1_700_000_000_005),
+    (b"", None, (), 1_700_000_000_003),  # a tombstone, earlier than the one before
+    (b"k4", b"x" * 5000, (("trace", b"abc"),), 1_700_000_000_010),
+]
+
+
+@pytest.mark.parametrize("codec,level", [("none", None), ("zstd", 3), ("zstd", 19), ("zstd", 22), ("gzip", 9)])
+def test_batches_round_trip_through_kafkas_reader(codec, level):
+    raw = encode_batch(RECORDS, codec=codec, level=level)
+    batch, records = parse(raw)
+    assert batch.compression_type == ATTRIBUTE_ID[codec]
+    assert batch.base_offset == 0 and batch.last_offset == len(RECORDS) - 1
+    assert [(r.key, r.value, list(r.headers), r.timestamp, r.offset) for r in records] == [
+        (k, v, list(h), ts, i) for i, (k, v, h, ts) in enumerate(RECORDS)]
+
+
+def test_higher_zstd_levels_compress_repetitive_logs_at_least_as_well():
+    logs = [(None, f'10.0.0.{i % 50} - - "GET /api/items/{i % 300} HTTP/1.1" 200 {i % 9000}'.encode(), (),
+             1_700_000_000_000 + i) for i in range(3000)]
+    sizes = {lvl: len(encode_batch(logs, codec="zstd", level=lvl)) for lvl in (1, 12, 19)}
+    assert sizes[19] <= sizes[12] <= sizes[1] < len(encode_batch(logs))
+
+
+def test_bad_batches_are_refused():
+    with pytest.raises(ValueError, match="at least one record"):
+        encode_batch([])
+    with pytest.raises(ValueError, match="outside 1..22"):
+        encode_batch(RECORDS, codec="zstd", level=23)
+    with pytest.raises(ValueError, match="not supported here"):
+        encode_batch(RECORDS, codec="snappy")
+
+
+RECORD = st.tuples(st.one_of(st.none(), st.binary(max_size=40)), st.one_of(st.none(), st.binary(max_size=200)),
+                   st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))),
+                            max_size=3).map(tuple),
+                   st.integers(min_value=0, max_value=2**41))
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.lists(RECORD, min_size=1, max_size=20), st.sampled_from(["none", "zstd", "gzip"]))
+def test_any_records_round_trip(records, codec):
+    _, parsed = parse(encode_batch(records, codec=codec))
+    assert [(r.key, r.value, [(k, v) for k, v in r.headers], r.timestamp) for r in parsed] == [
+        (k, v, list(h), ts) for k, v, h, ts in records]

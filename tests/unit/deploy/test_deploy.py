@@ -1,0 +1,164 @@
+"""The shipped deployment files agree with the code: the example config validates, the image runs the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import promql_parser
+import pytest
+import yaml
+
+from tests.support.tools import require_tool
+from transcoder import config
+
+ROOT = Path(__file__).resolve().parents[3]
+HELM_INSTALL = ("build it with `go install helm.sh/helm/v3/cmd/helm@v3.16.4` (as .ci/run does); "
+                "it is looked for in PATH and ~/go/bin")
+
+
+def test_k8s_example_config_is_valid(tmp_path):
+    docs = list(yaml.safe_load_all((ROOT / "deploy/k8s/transcoder.yaml").read_text()))
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    secret = tmp_path / "sasl.password"
+    secret.write_text("s3cret\n")
+    text = cm["data"]["config.yaml"].replace("/var/run/secrets/kafka/sasl.password", str(secret))
+    conf = config.parse(yaml.safe_load(text), environ={})
+    assert conf.cluster.librdkafka()["sasl.password"] == "s3cret"
+    assert "s3cret" not in repr(conf)
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"][0]["containerPort"] == conf.metrics.port
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/var/run/secrets/kafka" in mounts and "/etc/transcoder" in mounts
+    # SIGTERM drains for shutdown_timeout_s: the grace period must be longer.
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > conf.shutdown_timeout_s
+
+
+def test_dockerfile_installs_pinned_wheels_and_runs_as_non_root():
+    text = (ROOT / "Dockerfile").read_text()
+    assert "-c constraints.txt" in text
+    assert "USER 10001" in text
+    assert 'ENTRYPOINT ["transcoder"]' in text
+    assert '"/etc/transcoder/config.yaml"' in text
+    for path in ("pyproject.toml", "constraints.txt", "README.md", "transcoder"):
+        assert (ROOT / path).exists()
+
+
+def test_helm_default_values_hold_a_valid_config():
+    values = yaml.safe_load((ROOT / "helm/transcoder/values.yaml").read_text())
+    conf = config.parse(values["config"], environ={})
+    assert conf.metrics.port == 9308
+    assert values["terminationGracePeriodSeconds"] > conf.shutdown_timeout_s
+    deployment = (ROOT / "helm/transcoder/templates/deployment.yaml").read_text()
+    assert "path: /healthz" in deployment and "path: /readyz" in deployment
+
+
+def test_helm_chart_lints_and_renders_a_valid_config():
+    helm = require_tool("helm", HELM_INSTALL, alternatives=[Path.home() / "go/bin/helm"])
+    chart = str(ROOT / "helm/transcoder")
+    lint = subprocess.run([helm, "lint", chart], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    out = subprocess.run([helm, "template", "t", chart, "--set", "kafkaSecret=kafka-creds"],
+                         capture_output=True, text=True, check=True).stdout
+    docs = {d["kind"]: d for d in yaml.safe_load_all(out) if d}
+    assert set(docs) == {"ConfigMap", "Service", "Deployment"}
+    conf = config.parse(yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"]), environ={})
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"][0]["containerPort"] == conf.metrics.port
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/etc/transcoder", "/var/run/secrets/kafka"}
+
+
+# The monitoring files are PromQL checked by a parser (promtool does not build from the Go module proxy).
+ALERTS = ROOT / "deploy/monitoring/prometheus-alerts.yaml"
+DASHBOARD = ROOT / "deploy/monitoring/grafana-dashboard.json"
+# Rules that fire on the first evaluation, so they carry no `for`: a dead-lettered record is already a failure.
+FIRES_AT_ONCE = {"TranscoderDeadLetterNotEmpty"}
+
+
+def _rules() -> list[dict]:
+    return [r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
+
+
+def _panels(panels: list[dict]):
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))  # rows hold their panels when collapsed
+
+
+def _dashboard_exprs() -> list[tuple[str, str]]:
+    """(panel title, expr) of every target, with Grafana's variables replaced by values Prometheus would see."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    values = {"__rate_interval": "5m", "__interval": "1m", "__range": "6h"}
+    for var in dashboard.get("templating", {}).get("list", []):
+        if var.get("type") in ("interval", "custom"):
+            values[var["name"]] = str(var.get("query", "")).split(",")[0].strip() or "5m"
+        else:
+            values[var["name"]] = f"some-{var['name']}"  # a label value, as in {lane=~"$lane"}
+    pattern = re.compile(r"\$\{(\w+)(?::[^}]*)?\}|\[\[(\w+)(?::[^\]]*)?\]\]|\$(\w+)")
+
+    def substitute(m: re.Match) -> str:
+        name = next(g for g in m.groups() if g)
+        assert name in values, f"unknown Grafana variable {m.group(0)}"
+        return values[name]
+
+    return [(panel["title"], pattern.sub(substitute, target["expr"]))
+            for panel in _panels(dashboard["panels"]) for target in panel.get("targets", [])]
+
+
+def _metric_names(expr: promql_parser.Expr) -> list[str]:
+    names: list[str] = []
+
+    def visit(node):
+        if isinstance(node, promql_parser.VectorSelector):
+            name = node.name or next((m.value for m in node.matchers.matchers if m.name == "__name__"), None)
+            names.append(name)
+
+    promql_parser.walk(expr, pre_visit=visit)
+    return names
+
+
+def test_promql_parser_rejects_broken_expressions():
+    for broken in ("rate(transcoder_x_total[5m]", "sum by (lane) (transcoder_x_total", "rate(transcoder_x_total)",
+                   "transcoder_x{lane=}", "transcoder_x_total[5m] > > 0"):
+        with pytest.raises(ValueError):
+            promql_parser.parse(broken)
+    with pytest.raises(ValueError):
+        promql_parser.parse_duration("15 minutes")
+
+
+def test_alert_rules_are_complete_and_parse():
+    rules = _rules()
+    assert rules
+    names = [r.get("alert") for r in rules]
+    assert all(names) and len(set(names)) == len(names), names
+    for rule in rules:
+        name = rule["alert"]
+        assert isinstance(rule.get("expr"), str) and rule["expr"].strip(), name
+        try:
+            expr = promql_parser.parse(rule["expr"])
+        except ValueError as exc:
+            pytest.fail(f"{name}: {exc}: {rule['expr']}")
+        metrics = _metric_names(expr)
+        assert metrics and all(m and m.startswith("transcoder_") for m in metrics), (name, metrics)
+        if name in FIRES_AT_ONCE:
+            assert "for" not in rule, f"{name} has a `for`: take it out of FIRES_AT_ONCE"
+        else:
+            assert "for" in rule, name
+            assert promql_parser.parse_duration(str(rule["for"])).total_seconds() > 0, name
+        assert rule.get("labels", {}).get("severity") in {"info", "warning", "critical"}, name
+        assert rule.get("annotations", {}).get("summary"), name
+
+
+def test_dashboard_queries_parse():
+    exprs = _dashboard_exprs()
+    assert exprs
+    for title, text in exprs:
+        try:
+            expr = promql_parser.parse(text)
+        except ValueError as exc:
+            pytest.fail(f"panel {title!r}: {exc}: {text}")
+        metrics = _metric_names(expr)
+        assert metrics and all(m and m.startswith("transcoder_") for m in metrics), (title, metrics)

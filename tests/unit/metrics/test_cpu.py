@@ -1,0 +1,42 @@
+"""Thread CPU accounting from /proc: parsing, ownership by creation, totals kept after exit."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from transcoder.metrics.cpu import ThreadLedger, parse_stat, thread_cpu
+
+
+def test_parse_stat_with_a_name_holding_spaces_and_parentheses():
+    line = ("4242 (rdk:broker (1) x) S 1 2 3 4 5 6 7 8 9 10 " + "250 50" + " 0 0 20 0 1 0 100 0 0\n")
+    name, cpu = parse_stat(line)
+    assert name == "rdk:broker (1) x"
+    assert cpu == (250 + 50) / __import__("os").sysconf("SC_CLK_TCK")
+
+
+def test_cpu_is_attributed_to_the_owner_of_the_threads_it_created():
+    ledger = ThreadLedger()
+    done = threading.Event()
+
+    def burn() -> None:
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+        done.wait(10)
+
+    def make() -> threading.Thread:
+        t = threading.Thread(target=burn, name="burner")
+        t.start()
+        return t
+
+    t = ledger.create("burner-owner", make)
+    deadline = time.monotonic() + 30
+    while thread_cpu(t.native_id)[1] < 0.25 and time.monotonic() < deadline:  # /proc counts in ticks
+        time.sleep(0.05)
+    cpu = ledger.cpu_by_owner()  # read while the thread is alive
+    assert cpu["burner-owner"] >= 0.25
+    done.set()
+    t.join()
+    # After the thread exits its CPU is still counted.
+    assert ledger.cpu_by_owner()["burner-owner"] >= 0.25

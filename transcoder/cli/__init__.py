@@ -1,0 +1,9 @@
+"""The `transcoder` command: one module per command; nothing imports cli.
+
+Importing this package registers every command on `main`.
+"""
+
+from transcoder.cli.main import main
+from transcoder.cli import demo, local_kafka, report, run, seed  # noqa: F401  (registers the commands)
+
+__all__ = ["main"]

@@ -1,0 +1,40 @@
+"""`transcoder report`: the per-destination figures of a running instance, from its /status."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from transcoder.cli.main import main
+from transcoder.errors import TranscoderError
+
+@main.command()
+@click.option("--url", default="http://localhost:9308", show_default=True, envvar="TRANSCODER_URL",
+              help="A running instance's endpoint (its metrics port).")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
+              show_default=True)
+@click.option("--timeout", type=float, default=10.0, show_default=True)
+def report(url: str, fmt: str, timeout: float) -> None:
+    """Per destination of a running instance: records, CPU per 1M records, disk, ratios, lag, p99 latency."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from rich.console import Console
+
+    from transcoder.report import tables as report_mod
+
+    status_url = url.rstrip("/") + "/status"
+    try:
+        with urllib.request.urlopen(status_url, timeout=timeout) as resp:
+            doc = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise TranscoderError(f"cannot read {status_url}: {getattr(exc, 'reason', exc)}") from exc
+    rows = report_mod.from_status(doc)
+    if fmt == "markdown":
+        click.echo(report_mod.status_markdown(rows))
+    elif fmt == "json":
+        click.echo(report_mod.as_json(rows))
+    else:
+        Console(width=None if sys.stdout.isatty() else 220).print(report_mod.status_table(rows))

@@ -1,0 +1,23 @@
+"""Pure: Kafka's codecs (names, attribute ids, levels), Kafka-compatible compression, v2 batch framing.
+
+May import: transcoder.errors only. No Kafka client.
+"""
+
+from transcoder.codecs.framing import compress, encode_batch
+from transcoder.codecs.names import (
+    ATTRIBUTE_ID,
+    CODEC_OF_ID,
+    CODECS,
+    LEVELS,
+    LIBRDKAFKA_MAX_LEVEL,
+    ZSTD_MIN_PRODUCE_VERSION,
+    Codec,
+    broker_recompresses,
+    built_here,
+    check_level,
+    stored_recompressed,
+)
+
+__all__ = ["ATTRIBUTE_ID", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL", "ZSTD_MIN_PRODUCE_VERSION",
+           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "encode_batch",
+           "stored_recompressed"]

@@ -1,0 +1,11 @@
+"""The config model, its loading (YAML + TRANSCODER__* environment) and secret references.
+
+May import: transcoder.codecs, transcoder.errors. Both engines read this one model.
+"""
+
+from transcoder.config.loading import ENV_PREFIX, load, parse
+from transcoder.config.model import Batch, Cluster, Config, Destination, ErrorsConfig, MetricsConfig, Route
+from transcoder.config.secrets import SECRET_PROPERTIES
+
+__all__ = ["ENV_PREFIX", "SECRET_PROPERTIES", "Batch", "Cluster", "Config", "Destination", "ErrorsConfig",
+           "MetricsConfig", "Route", "load", "parse"]

@@ -1,0 +1,216 @@
+"""The config model: clusters, routes, destinations, batching, errors, metrics; validated up front, frozen.
+
+Secrets (SASL passwords, TLS keys) are held as SecretStr and revealed only in the dict handed to
+librdkafka (`Cluster.librdkafka`); `redacted()` is what may be logged or printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from transcoder.codecs.names import Codec, check_level
+from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, resolve_references
+
+#: Properties transcoder sets itself on every client: a user value would break a guarantee.
+_OWNED_PROPERTIES = frozenset({
+    "enable.idempotence", "compression.type", "compression.codec", "compression.level",
+    "linger.ms", "queue.buffering.max.ms", "batch.size", "batch.num.messages", "group.id",
+    "enable.auto.commit", "enable.auto.offset.store", "partition.assignment.strategy",
+    "bootstrap.servers", "metadata.broker.list", "on_delivery", "error_cb", "stats_cb",
+})
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Cluster(_Model):
+    """A Kafka cluster and the librdkafka properties to reach it (security.protocol, sasl.*, ssl.*)."""
+
+    bootstrap_servers: str = Field(min_length=1)
+    config: dict[str, str | int | float | bool | SecretStr] = Field(default_factory=dict)
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _secrets(cls, raw: Any, info: ValidationInfo) -> Any:
+        if not isinstance(raw, Mapping):
+            return raw
+        environ = (info.context or {}).get("environ", os.environ)
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            key = str(key)
+            if key in _OWNED_PROPERTIES:
+                raise ValueError(f"{key} is set by transcoder itself; remove it from the config")
+            is_ref = isinstance(value, str) and bool(REFERENCE.search(value))
+            if key in SECRET_PROPERTIES and not is_ref:
+                raise ValueError(f"{key} is a secret and must not be inline: use ${{env:VAR}} or ${{file:/path}}")
+            if is_ref:
+                try:
+                    value = resolve_references(value, environ)
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
+            out[key] = SecretStr(str(value)) if key in SECRET_PROPERTIES else value
+        return out
+
+    def librdkafka(self) -> dict[str, Any]:
+        """Properties for a confluent-kafka client, secrets revealed. Never log this dict."""
+        conf = {k: (v.get_secret_value() if isinstance(v, SecretStr) else v) for k, v in self.config.items()}
+        conf["bootstrap.servers"] = self.bootstrap_servers
+        return conf
+
+    def redacted(self) -> dict[str, Any]:
+        """The same properties with every secret shown as '***': safe to log and print."""
+        return {"bootstrap.servers": self.bootstrap_servers,
+                **{k: ("***" if isinstance(v, SecretStr) else v) for k, v in self.config.items()}}
+
+
+class Batch(_Model):
+    """Re-batching of a destination producer (librdkafka batch.size, batch.num.messages, linger.ms)."""
+
+    max_bytes: PositiveInt = 1_048_576
+    max_records: int = Field(default=100_000, ge=1, le=1_000_000)
+    linger_ms: int = Field(default=500, ge=0, le=900_000)
+
+
+_TEMPLATE_FIELDS = {"source", "codec", "level"}
+
+
+def _template_fields(template: str) -> set[str]:
+    """The fields of a topic template; ValueError unless it is only plain {source}, {codec}, {level}."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(f"topic template {template!r} is malformed: {exc}") from None
+    fields = set()
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in _TEMPLATE_FIELDS or spec or conversion:
+            raise ValueError(f"topic template {template!r} may use only {{source}}, {{codec}}, {{level}}")
+        fields.add(name)
+    return fields
+
+
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def _check_topic_name(name: str, what: str) -> str:
+    if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"{what} is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)")
+    return name
+
+
+class Destination(_Model):
+    codec: Codec
+    #: Names the lane (isolated mode), its consumer group and metrics; default: the destination topic.
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    level: int | None = None
+    topic: str | None = None
+    batch: Batch = Field(default_factory=Batch)
+    #: Accept an existing destination whose compression.type makes the broker recompress.
+    allow_broker_recompression: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> Destination:
+        check_level(self.codec, self.level)
+        if self.topic is not None:
+            fields = _template_fields(self.topic)
+            if "level" in fields and self.level is None:
+                raise ValueError(f"topic template {self.topic!r} uses {{level}} but no level is set")
+            _check_topic_name(self.topic.format(source="s", codec=self.codec, level=self.level),
+                              f"topic template {self.topic!r}")
+        return self
+
+    @property
+    def label(self) -> str:
+        """codec, or codec-level: how this destination is named in topics, groups and metrics."""
+        return self.codec if self.level is None else f"{self.codec}-{self.level}"
+
+    def topic_for(self, source: str) -> str:
+        if self.topic is None:
+            return f"{source}.{self.label}"
+        return self.topic.format(source=source, codec=self.codec, level=self.level)
+
+
+class Route(_Model):
+    source: str | None = Field(default=None, min_length=1)
+    source_pattern: str | None = Field(default=None, min_length=1)
+    destinations: list[Destination] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Route:
+        if (self.source is None) == (self.source_pattern is None):
+            raise ValueError("give exactly one of source or source_pattern")
+        if self.source is not None:
+            _check_topic_name(self.source, f"source {self.source!r}")
+        if self.source_pattern is not None:
+            try:
+                re.compile(self.source_pattern)
+            except re.error as exc:
+                raise ValueError(f"source_pattern {self.source_pattern!r} is not a regex: {exc}") from exc
+        return self
+
+
+class ErrorsConfig(_Model):
+    tolerance: Literal["none", "all"] = "none"
+    dlq_topic: str | None = None
+
+    @model_validator(mode="after")
+    def _dlq(self) -> ErrorsConfig:
+        if self.tolerance == "all" and not self.dlq_topic:
+            raise ValueError("tolerance all needs a dlq_topic, or failed records would be dropped")
+        if self.dlq_topic:
+            _check_topic_name(self.dlq_topic, f"dlq_topic {self.dlq_topic!r}")
+        return self
+
+
+class MetricsConfig(_Model):
+    port: int = Field(default=9308, ge=0, le=65535)  # 0: no HTTP endpoint
+    host: str = "0.0.0.0"
+    #: librdkafka statistics interval: batch sizes, compressed bytes and lag are this fresh.
+    stats_interval_ms: int = Field(default=5000, ge=100)
+    #: How often on-disk topic sizes are read (DescribeLogDirs); 0: never.
+    disk_interval_s: float = Field(default=60.0, ge=0)
+
+
+class Config(_Model):
+    cluster: Cluster
+    destination_cluster: Cluster | None = None
+    group_id: str = Field(default="transcoder", min_length=1)
+    lanes: Literal["isolated", "shared"] = "isolated"
+    start: Literal["earliest", "latest"] | datetime = "earliest"
+    routes: list[Route] = Field(min_length=1)
+    errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    #: Backpressure: stop fetching while this many record bytes wait for acknowledgement, per lane.
+    max_in_flight_bytes: PositiveInt = 64 * 1024 * 1024
+    #: How often acknowledged offsets are committed.
+    commit_interval_ms: int = Field(default=1000, ge=50)
+    #: On SIGTERM, how long to wait for in-flight records before giving up (nothing is committed past them).
+    shutdown_timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, v: Any) -> Any:
+        if isinstance(v, datetime) and v.tzinfo is None:
+            raise ValueError("a start timestamp needs a time zone, e.g. 2026-01-01T00:00:00Z")
+        return v
+
+    @property
+    def target_cluster(self) -> Cluster:
+        return self.destination_cluster or self.cluster

@@ -1,0 +1,59 @@
+"""Secrets in the config: which librdkafka properties are secret, and ${env:VAR} / ${file:...} references."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+#: librdkafka properties that hold credentials: never inline, never logged, never exported.
+SECRET_PROPERTIES = frozenset({
+    "sasl.password",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.config",
+    "sasl.jaas.config",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl.keystore.password",
+    "ssl.truststore.password",
+})
+
+REFERENCE = re.compile(r"\$\{(env|file):([^}]*)\}")
+
+
+def resolve_references(value: str, environ: Mapping[str, str]) -> str:
+    """Replace ${env:NAME}, ${file:/path} and ${file:/path:key}; ValueError saying what is missing."""
+
+    def sub(m: re.Match[str]) -> str:
+        kind, arg = m.group(1), m.group(2)
+        if kind == "env":
+            if arg not in environ:
+                raise ValueError(f"environment variable {arg} is not set")
+            return environ[arg]
+        # ${file:/path} is the whole file; ${file:/path:key} one key of a properties file,
+        # as Kafka's FileConfigProvider reads it.
+        path, sep, key = arg.rpartition(":")
+        if not sep:
+            path, key = arg, ""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ValueError(f"cannot read secret file {path}: {exc.strerror}") from exc
+        if not key:
+            return text.strip()
+        for line in text.splitlines():
+            k, _, v = _property(line)
+            if k == key:
+                return v
+        raise ValueError(f"no key {key!r} in {path}")
+
+    return REFERENCE.sub(sub, value)
+
+
+def _property(line: str) -> tuple[str, str, str]:
+    """One line of a Java properties file: key, separator, value (key=value, key: value, key value)."""
+    line = line.strip()
+    if not line or line[0] in "#!":
+        return "", "", ""
+    m = re.match(r"([^=:\s]+)\s*([=:]|\s)\s*(.*)", line)
+    return (m.group(1), m.group(2), m.group(3).strip()) if m else (line, "", "")

@@ -1,0 +1,160 @@
+"""Topic admin: look topics up, create them, read their configs and offsets; retried while Kafka says retriable."""
+
+from __future__ import annotations
+
+import time
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, OffsetSpec
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from transcoder.errors import KafkaUnavailableError, TopicError, TranscoderError
+from transcoder.kafka.clients import retriable
+
+
+@dataclass(frozen=True)
+class TopicShape:
+    name: str
+    partitions: int
+
+
+def _retriable(exc: BaseException) -> bool:
+    return isinstance(exc, TranscoderError) and exc.retriable
+
+
+#: Retry an admin call while the error says it is retriable (a leader moving, a topic being created).
+admin_retry = retry(
+    retry=retry_if_exception(_retriable), stop=stop_after_attempt(8),
+    wait=wait_exponential(multiplier=0.2, max=5), reraise=True,
+)
+
+
+def _failure(exc: KafkaException, what: str, cls: type[TranscoderError] = TopicError,
+             **where: str | int) -> TranscoderError:
+    """A KafkaException as a transcoder error: Kafka's error name, `retriable` from Kafka, the cause kept by
+    the caller's `raise ... from exc`."""
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if err is None:
+        return cls(f"{what}: {exc}", **where)  # type: ignore[arg-type]
+    return cls(f"{what}: {_plain(err)}", kafka_error=err.name(), retriable=retriable(err),
+               **where)  # type: ignore[arg-type]
+
+
+@admin_retry
+def describe(admin: AdminClient, name: str, *, timeout: float = 10.0) -> TopicShape | None:
+    """The topic's partition count, or None if it does not exist."""
+    try:
+        md = admin.list_topics(topic=name, timeout=timeout)
+    except KafkaException as exc:
+        raise _failure(exc, f"cannot describe topic {name}", KafkaUnavailableError, topic=name) from exc
+    t = md.topics.get(name)
+    if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return None
+    if t.error is not None:
+        raise TopicError(f"topic {name}: {_plain(t.error)}", topic=name, kafka_error=t.error.name(),
+                         retriable=retriable(t.error))
+    return TopicShape(name=name, partitions=len(t.partitions))
+
+
+@admin_retry
+def create_topic(admin: AdminClient, topic: NewTopic, timeout: float) -> None:
+    fut = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)[topic.topic]
+    try:
+        fut.result()
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        raise _failure(exc, f"cannot create topic {topic.topic}", topic=topic.topic) from exc
+
+
+def ensure(admin: AdminClient, name: str, *, partitions: int | None, replication_factor: int = -1,
+           config: Mapping[str, str] | None = None, timeout: float = 30.0) -> tuple[TopicShape, bool]:
+    """Create `name` if missing; return its shape and whether it was created.
+
+    An existing topic is used as it is; asking for a different partition count is an error,
+    because records would not land where the caller expects.
+    """
+    existing = describe(admin, name)
+    if existing is not None:
+        if partitions is not None and existing.partitions != partitions:
+            raise TopicError(
+                f"topic {name} exists with {existing.partitions} partitions, not the {partitions} asked for; "
+                "drop --partitions to use it as it is, or choose another topic"
+            )
+        return existing, False
+    create_topic(admin, NewTopic(name, num_partitions=partitions or 1, replication_factor=replication_factor,
+                            config=dict(config or {})), timeout)
+    deadline = time.monotonic() + timeout
+    while (shape := describe(admin, name)) is None:  # metadata reaches the broker asked a moment later
+        if time.monotonic() >= deadline:
+            raise TopicError(f"topic {name} was created but is not visible in metadata after {timeout:.0f} s")
+        time.sleep(0.1)
+    return shape, True
+
+
+_AUTH_ERRORS = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "not authorized (topic ACL): grant DESCRIBE, DESCRIBE_CONFIGS and "
+                                           "READ on sources, CREATE and WRITE on destinations",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "not authorized (cluster ACL)",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "not authorized (consumer group ACL)",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "authentication failed: check sasl.* settings",
+}
+
+
+def _plain(err: KafkaError) -> str:
+    return _AUTH_ERRORS.get(err.code(), err.str())
+
+
+@dataclass(frozen=True)
+class TopicConfigs:
+    effective: dict[str, str]
+    explicit: set[str]  # set on the topic itself, not inherited from broker defaults
+
+
+@admin_retry
+def describe_configs(admin: AdminClient, names: list[str], *, timeout: float = 30.0) -> dict[str, TopicConfigs]:
+    if not names:
+        return {}
+    res = {n: ConfigResource(ConfigResource.Type.TOPIC, n) for n in names}
+    futures = admin.describe_configs(list(res.values()), request_timeout=timeout)
+    out = {}
+    for name, r in res.items():
+        try:
+            entries = futures[r].result()
+        except KafkaException as exc:
+            raise _failure(exc, f"cannot describe configs of topic {name}", topic=name) from exc
+        out[name] = TopicConfigs(
+            effective={k: e.value for k, e in entries.items() if e.value is not None},
+            explicit={k for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value},
+        )
+    return out
+
+
+@admin_retry
+def _list_offsets(admin: AdminClient, tps: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    futures = admin.list_offsets({tp: spec for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED,
+                                 request_timeout=30)
+    out = {}
+    for tp, fut in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = fut.result().offset
+        except KafkaException as exc:
+            raise _failure(exc, f"cannot list offsets of {tp.topic} [{tp.partition}]", KafkaUnavailableError,
+                           topic=tp.topic, partition=tp.partition) from exc
+    return out
+
+
+def end_offsets(admin: AdminClient, shapes: Mapping[str, TopicShape]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) offsets of every partition, as a read_committed consumer sees them now.
+
+    Retriable errors (a just-created topic without a leader yet) are retried.
+    """
+    tps = [TopicPartition(t, p) for t, s in shapes.items() for p in range(s.partitions)]
+    if not tps:
+        return {}
+    low = _list_offsets(admin, tps, OffsetSpec.earliest())
+    high = _list_offsets(admin, tps, OffsetSpec.latest())
+    return {tp: (low[tp], high[tp]) for tp in low}

@@ -1,0 +1,432 @@
+"""The writer: a producer per destination, delivery reports into the ledger, refused batches re-sent
+record by record, and the dead-letter topic. Every engine writes through it; it never consumes.
+
+The caller hands it records (confluent_kafka.Message, or anything with the same accessors) and asks
+the ledger, `writer.ledger.committable`, what is safe to commit. Delivery callbacks run inside
+`poll`/`drain`, on the caller's thread, so its state needs no locks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import structlog
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
+
+from transcoder.codecs import built_here
+from transcoder.config import Config
+from transcoder.errors import DeliveryError, TranscoderError
+from transcoder.kafka.batch_producer import BatchProducer, Delivered
+from transcoder.kafka.clients import client_config
+from transcoder.kafka.statistics import TopicProduce, Window, producer_topics
+from transcoder.pipeline.ledger import Ledger
+from transcoder.pipeline.partitions import Partition
+from transcoder.pipeline.routes import Target
+
+log = structlog.get_logger("transcoder.writer")
+
+#: Headers a dead-letter record carries, after its own (named like Kafka Connect's __connect.errors.*).
+DLQ_HEADERS = ("__transcoder.errors.topic", "__transcoder.errors.partition", "__transcoder.errors.offset",
+               "__transcoder.errors.destination", "__transcoder.errors.reason")
+
+LARGEST_RECORD = 64 * 1024 * 1024  # producer-side bound; the broker's max.message.bytes applies to the batch
+
+#: Errors with which a broker refuses a whole batch for what may be one record in it (a record over the
+#: topic's max.message.bytes, a null key on a compacted topic). librdkafka reports every record of the
+#: batch failed; as Kafka's Java producer splits such a batch, the writer sends each record again alone,
+#: and only a record refused alone is at fault.
+BATCH_REFUSALS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
+                            KafkaError.INVALID_RECORD})
+
+Record = Message | Delivered
+
+
+class WriterMetrics(Protocol):
+    """What the writer reports (metrics.registry.LaneMetrics has it); declared here so kafka imports no metrics."""
+
+    def acked(self, destination: str, codec: str, n: int) -> None: ...
+    def produced(self, destination: str, codec: str, batch_bytes: Window, batch_records: Window,
+                 record_bytes_total: int) -> None: ...
+    def latency(self, destination: str, seconds: float) -> None: ...
+    def backfill(self, destination: str) -> None: ...
+    def error(self, reason: str) -> None: ...
+    def dead_lettered(self) -> None: ...
+
+
+#: Builds a client: (part, make, start) -> client. An engine passes one that attributes the client's
+#: threads to (lane, part) for CPU accounting; `start` makes the client start its threads.
+ClientFactory = Callable[[str, Callable[[], Any], Callable[[Any], None] | None], Any]
+
+
+def _build(part: str, make: Callable[[], Any], start: Callable[[Any], None] | None) -> Any:
+    client = make()
+    if start is not None:
+        start(client)
+    return client
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A source record one destination did not take."""
+
+    source: Partition
+    offset: int
+    destination: str
+    code: str  # Kafka's error name, e.g. MSG_SIZE_TOO_LARGE: the metrics label
+    reason: str
+    message: Record | None  # the record as produced: re-sent alone, or copied to the DLQ
+
+    @property
+    def where(self) -> str:
+        return f"{self.source[0]} [{self.source[1]}] offset {self.offset}"
+
+
+def producer_config(config: Config, client_id: str, target: Target,
+                    on_delivery: Callable[[KafkaError | None, Message], None],
+                    stats_cb: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The librdkafka producer of one destination: its codec, level and batching, idempotent."""
+    d = target.destination
+    extra: dict[str, Any] = {
+        "client.id": client_id,
+        "enable.idempotence": True,  # order within a partition holds across retries
+        "compression.type": d.codec,
+        "linger.ms": d.batch.linger_ms,
+        "batch.size": d.batch.max_bytes,
+        "batch.num.messages": d.batch.max_records,
+        "message.max.bytes": max(LARGEST_RECORD, d.batch.max_bytes + 65536),
+        # The engine stops reading at max_in_flight_bytes; the queue only has to be larger.
+        "queue.buffering.max.kbytes": min(2 * config.max_in_flight_bytes // 1024 + 1024, 2**31 - 1),
+        "queue.buffering.max.messages": 10_000_000,
+        "on_delivery": on_delivery,
+    }
+    if stats_cb is not None:
+        extra["statistics.interval.ms"] = config.metrics.stats_interval_ms
+        extra["stats_cb"] = stats_cb
+    if d.level is not None:
+        extra["compression.level"] = d.level
+    return client_config(config.target_cluster.librdkafka(), **extra)
+
+
+def batch_producer(config: Config, client_id: str, target: Target,
+                   on_delivery: Callable[[KafkaError | None, Any], None],
+                   on_stats: Callable[[dict[str, TopicProduce]], None]) -> BatchProducer:
+    """The producer of a destination librdkafka cannot compress (zstd 13-22), batching alike."""
+    d = target.destination
+    return BatchProducer(
+        config.target_cluster.librdkafka(), codec=d.codec, level=d.level, client_id=client_id,
+        linger_ms=d.batch.linger_ms, max_bytes=d.batch.max_bytes, max_records=d.batch.max_records,
+        on_delivery=on_delivery, on_stats=on_stats, stats_interval_ms=config.metrics.stats_interval_ms,
+        queue_max_bytes=2 * config.max_in_flight_bytes + (1 << 20),
+    )
+
+
+def _start_threads(client: Any) -> None:
+    """A metadata request makes a librdkafka client start its broker threads, so they can be attributed."""
+    try:
+        client.list_topics(timeout=10)
+    except KafkaException as exc:
+        log.warning("metadata_request_failed", error=str(exc.args[0]))
+
+
+class Writer:
+    """Writes the records of some source topics to their destinations (the targets of one lane)."""
+
+    def __init__(self, config: Config, name: str, targets: Sequence[Target], metrics: WriterMetrics, *,
+                 create: ClientFactory = _build, start_ms: float | None = None) -> None:
+        self.config = config
+        self.name = name
+        self.metrics = metrics
+        sources = tuple(dict.fromkeys(s for t in targets for s in t.sources))
+        self.ledger = Ledger({s: tuple(t.topic_for(s) for t in targets if s in t.sources) for s in sources})
+        self.target_of = {t.topic_for(s): t for t in targets for s in t.sources}
+        self.source_of = {t.topic_for(s): s for t in targets for s in t.sources}
+        self.codec_of = {dest: t.destination.label for dest, t in self.target_of.items()}
+        #: Records older than this (epoch ms) were backlog when the engine started: no latency for them.
+        self.start_ms = time.time() * 1000 if start_ms is None else start_ms
+        #: destination topic -> records acknowledged since start, and since the last flush into the metrics
+        self.acked_total = dict.fromkeys(self.source_of, 0)
+        self._acked = dict.fromkeys(self.source_of, 0)
+        #: (destination topic, partition) -> source timestamp (ms) of the last acknowledged record
+        self.acked_ts: dict[Partition, int] = {}
+        self.dead_lettered = 0
+        self.stats_emissions = 0
+        self.failures: list[Failure] = []
+        #: A failure that must stop the engine (a record in neither its destination nor the DLQ).
+        self.fatal: TranscoderError | None = None
+        self._refused: list[Failure] = []  # records of refused batches, to send again alone
+        self._create = create
+        self._isolators: dict[str, Producer] = {}  # target name -> a producer that sends one record per batch
+        self.producers: list[Producer | BatchProducer] = []
+        #: source topic -> [(produce, destination topic)]
+        self.routes: dict[str, list[tuple[Callable[..., None], str]]] = {s: [] for s in sources}
+        for target in targets:
+            dests = {target.topic_for(s) for s in target.sources}
+            only = next(iter(dests)) if len(dests) == 1 else None
+            client_id = self._client_id(target)
+            if built_here(target.destination.codec, target.destination.level):
+                # Its batches are split until they fit: a failure is already one record's.
+                cb = self._delivery_callback(only, resend_refused=False)
+                p = create("produce", lambda t=target, cb=cb, c=client_id: batch_producer(
+                    config, c, t, cb, self._produced), lambda c: c.start())
+            else:
+                cb = self._delivery_callback(only, resend_refused=True)
+                p = create("produce", lambda t=target, cb=cb, c=client_id: Producer(producer_config(
+                    config, c, t, cb, self._on_producer_stats)), _start_threads)
+            self.producers.append(p)
+            for s in target.sources:
+                self.routes[s].append((p.produce, target.topic_for(s)))
+        self.dlq: Producer | None = None
+        if config.errors.tolerance == "all":
+            self.dlq = Producer(client_config(config.target_cluster.librdkafka(), **{
+                "client.id": f"transcoder-{name}-dlq", "enable.idempotence": True,
+                "compression.type": "zstd", "message.max.bytes": LARGEST_RECORD + 65536,
+                "linger.ms": 50,
+            }))
+
+    def _client_id(self, target: Target) -> str:
+        return f"transcoder-{self.name}-{target.name}" if self.name != target.name else f"transcoder-{target.name}"
+
+    # ------------------------------------------------------------------ the hot path
+    def write(self, msgs: Iterable[Record], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
+        """Produce each record to every destination of its topic; return (records, bytes) taken.
+
+        A few C calls per record and destination; the ledger is told once per call (`sent`,
+        `consumed`), and before any delivery report can run (a full local queue is polled).
+        Records carrying a consumer error go to `on_error` instead.
+        """
+        ledger = self.ledger
+        routes_of = self.routes
+        chunk: dict[Partition, list[tuple[int, int]]] = {}
+        last: dict[Partition, int] = {}
+        sent_bytes = in_bytes = n = 0
+        for m in msgs:
+            if m.error() is not None:
+                on_error(m.error())
+                continue
+            topic = m.topic()
+            partition = m.partition()
+            offset = m.offset()
+            key = m.key()
+            value = m.value()
+            headers = m.headers()
+            ts_type, ts = m.timestamp()
+            if ts_type == TIMESTAMP_NOT_AVAILABLE:
+                ts = 0
+            size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            if headers:
+                for h_key, h_value in headers:
+                    size += len(h_key) + (len(h_value) if h_value is not None else 0)
+            in_bytes += size
+            entry = (offset, size)
+            for produce, dest in routes_of[topic]:
+                while True:
+                    try:
+                        produce(dest, value, key, partition, timestamp=ts, headers=headers)
+                    except BufferError:
+                        # The local queue is full: wait for deliveries, whose reports pop what was sent.
+                        ledger.sent(chunk, sent_bytes)
+                        chunk = {}
+                        sent_bytes = 0
+                        self.poll(0.05)
+                        continue
+                    except KafkaException as exc:
+                        e = exc.args[0]
+                        ledger.hold((topic, partition), offset)
+                        self.failures.append(Failure((topic, partition), offset, dest, e.name(), e.str(), m))
+                    else:
+                        q = chunk.get((dest, partition))
+                        if q is None:
+                            q = chunk[(dest, partition)] = []
+                        q.append(entry)
+                        sent_bytes += size
+                    break
+            last[(topic, partition)] = offset
+            n += 1
+        ledger.sent(chunk, sent_bytes)
+        ledger.consumed(last)
+        return n, in_bytes
+
+    def _delivery_callback(self, only: str | None, *, resend_refused: bool
+                           ) -> Callable[[KafkaError | None, Record], None]:
+        """The delivery callback of one producer; `only`: the one destination topic it writes, if so.
+
+        One call per record and destination: a producer with one destination topic never asks a
+        report for its topic (a str decoded and hashed per record), and latency is sampled.
+        """
+        acked_report = self.ledger.acked
+        acked = self._acked
+        acked_ts = self.acked_ts
+        latency = self.metrics.latency
+        backfill = self.metrics.backfill
+        start_ms = self.start_ms
+        source_of = self.source_of
+        failed = self._failed
+
+        def delivered(err: KafkaError | None, msg: Record) -> None:
+            dest = only or msg.topic()
+            partition = msg.partition()
+            offset = acked_report(dest, partition)
+            if err is None:
+                n = acked[dest] = acked[dest] + 1
+                ts = msg.timestamp()[1]
+                acked_ts[(dest, partition)] = ts
+                if not n & 15:  # sampled: an observation costs more than the rest of this callback
+                    if ts >= start_ms:
+                        latency(dest, max(0.0, time.time() - ts / 1000))
+                    else:  # backlog: its age is not the pipeline's latency
+                        backfill(dest)
+            else:
+                failed(Failure((source_of[dest], partition), offset, dest, err.name(), err.str(), msg),
+                       resend_refused and err.code() in BATCH_REFUSALS)
+
+        return delivered
+
+    def _failed(self, f: Failure, resend: bool) -> None:
+        self.ledger.hold(f.source, f.offset)  # never commit past a record that failed
+        (self._refused if resend else self.failures).append(f)
+
+    # ------------------------------------------------------------------ refused batches
+    def _isolator(self, target: Target) -> Producer:
+        """A producer like the target's, sending each record as a batch of its own."""
+        p = self._isolators.get(target.name)
+        if p is None:
+            conf = producer_config(self.config, self._client_id(target) + "-alone", target, lambda e, m: None)
+            del conf["on_delivery"]
+            conf.update({"batch.num.messages": 1, "linger.ms": 0})
+            p = self._isolators[target.name] = self._create("produce", lambda: Producer(conf), None)
+        return p
+
+    def _resend_refused(self) -> None:
+        """Send each record of a refused batch again, alone: only a record refused alone has failed."""
+        if not self._refused:
+            return
+        refused, self._refused = self._refused, []
+        log.warning("batch_refused_records_resent_alone", writer=self.name, records=len(refused),
+                    destinations=sorted({f.destination for f in refused}), reason=refused[0].reason,
+                    note="they land after records produced meanwhile")
+        for f in refused:
+            m = f.message
+            assert m is not None
+            ts_type, ts = m.timestamp()
+
+            def delivered(err: KafkaError | None, _m: Message, f: Failure = f) -> None:
+                if err is None:
+                    self.ledger.release(f.source, f.offset)
+                    self._acked[f.destination] += 1
+                else:
+                    self.failures.append(replace(f, code=err.name(), reason=err.str()))
+
+            try:
+                self._isolator(self.target_of[f.destination]).produce(
+                    f.destination, m.value(), m.key(), m.partition(),
+                    timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=m.headers(),
+                    on_delivery=delivered)
+            except KafkaException as exc:
+                self.failures.append(replace(f, code=exc.args[0].name(), reason=exc.args[0].str()))
+
+    # ------------------------------------------------------------------ failures
+    def handle_failures(self) -> None:
+        """Dead-letter each failed record (errors.tolerance=all), or raise DeliveryError naming it."""
+        if self.fatal is not None:
+            raise self.fatal
+        while self.failures:
+            f = self.failures.pop(0)
+            self.metrics.error(f.code)
+            if self.dlq is None:
+                raise DeliveryError(f"lane {self.name}: record {f.where} could not be written to "
+                                    f"{f.destination}: {f.reason} (errors.tolerance=none)",
+                                    topic=f.source[0], partition=f.source[1], offset=f.offset, kafka_error=f.code)
+            self._dead_letter(f)
+
+    def _dead_letter(self, f: Failure) -> None:
+        assert self.dlq is not None and self.config.errors.dlq_topic
+        dlq_topic = self.config.errors.dlq_topic
+        msg = f.message
+        headers = list(msg.headers() or []) if msg is not None else []
+        headers += list(zip(DLQ_HEADERS, (f.source[0].encode(), str(f.source[1]).encode(), str(f.offset).encode(),
+                                          f.destination.encode(), f.reason.encode()), strict=True))
+        ts_type, ts = msg.timestamp() if msg is not None else (TIMESTAMP_NOT_AVAILABLE, 0)
+
+        def delivered(err: KafkaError | None, _m: Message) -> None:
+            if err is not None:
+                # The record is in neither its destination nor the DLQ: stop, and never commit past it.
+                self.fatal = DeliveryError(
+                    f"lane {self.name}: record {f.where} failed for {f.destination} ({f.reason}) and could not "
+                    f"be written to the DLQ {dlq_topic}: {err.str()}",
+                    topic=f.source[0], partition=f.source[1], offset=f.offset, kafka_error=err.name())
+                return
+            self.ledger.release(f.source, f.offset)
+            self.dead_lettered += 1
+            self.metrics.dead_lettered()
+
+        self.dlq.produce(dlq_topic, msg.value() if msg else None, msg.key() if msg else None,
+                         timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=headers,
+                         on_delivery=delivered)
+        log.warning("record_dead_lettered", lane=self.name, record=f.where, destination=f.destination,
+                    reason=f.reason, dlq_topic=dlq_topic)
+
+    # ------------------------------------------------------------------ polling, draining, closing
+    def poll(self, timeout: float) -> None:
+        """Serve delivery reports (waiting up to `timeout` per producer), and send refused records again."""
+        for p in self.producers:
+            p.poll(timeout)
+        for p in self._isolators.values():
+            p.poll(0)
+        if self.dlq is not None:
+            self.dlq.poll(0)
+        self._resend_refused()
+
+    def drain(self, timeout: float) -> None:
+        """Wait for every produced record's delivery report (bounded by `timeout`), failures handled."""
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        for p in self.producers:
+            p.flush(left())
+        self._resend_refused()
+        for p in self._isolators.values():
+            p.flush(left())
+        if self.dlq is not None:
+            self.dlq.flush(left())
+        self.handle_failures()
+        if self.dlq is not None:
+            self.dlq.flush(left())
+
+    def flush_acked(self) -> None:
+        """Acknowledgements since the last call, into the metrics and `acked_total` (not per record)."""
+        for dest, n in self._acked.items():
+            if n:
+                self.metrics.acked(dest, self.codec_of[dest], n)
+                self.acked_total[dest] += n
+                self._acked[dest] = 0
+
+    def final_statistics(self) -> None:
+        """Wait (a statistics interval at most) for one more statistics emission per producer: the last batches."""
+        seen = self.stats_emissions
+        deadline = time.monotonic() + self.config.metrics.stats_interval_ms / 1000 + 1
+        while self.stats_emissions < seen + len(self.producers) and time.monotonic() < deadline:
+            self.poll(0.1)
+
+    def close(self, timeout: float) -> None:
+        """Stop the producers transcoder runs itself (librdkafka's are closed by the garbage collector)."""
+        for p in self.producers:
+            if isinstance(p, BatchProducer):
+                p.close(timeout)
+
+    # ------------------------------------------------------------------ statistics
+    def _on_producer_stats(self, raw: str) -> None:
+        self._produced(producer_topics(json.loads(raw)))
+
+    def _produced(self, topics: dict[str, TopicProduce]) -> None:
+        """One statistics emission of a destination producer (librdkafka's, or a BatchProducer's)."""
+        self.stats_emissions += 1
+        for topic, t in topics.items():
+            if topic in self.codec_of:
+                self.metrics.produced(topic, self.codec_of[topic], t.batch_bytes, t.batch_records,
+                                      t.record_bytes_total)

@@ -1,0 +1,246 @@
+"""Every Prometheus metric transcoder exports, declared once, on a registry passed in; the only
+module that imports prometheus_client (the endpoints ask it for the exposition).
+
+Names start with transcoder_, use base units, and counters end in _total. Labels come from a
+small set (lane, destination, codec, topic, partition, part, reason, role); never a key or an
+offset. Both engines (service and Spark) export this vocabulary.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from transcoder.kafka.statistics import Window
+
+#: Buckets of the produced-batch histograms: bytes (compressed) and records per batch.
+BATCH_BYTES_BUCKETS = (1024, 4096, 16384, 65536, 262144, 524288, 1048576, 4194304, 16777216)
+BATCH_RECORDS_BUCKETS = (1, 10, 100, 500, 1000, 5000, 10000, 50000, 100000, 1000000)
+#: End-to-end latency (delivery time - source record timestamp), seconds.
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+def exposition(registry: CollectorRegistry) -> tuple[str, bytes]:
+    """The registry in Prometheus' text format: (content type, body), for /metrics."""
+    return CONTENT_TYPE_LATEST, generate_latest(registry)
+
+
+@dataclass(frozen=True)
+class DestinationFigures:
+    """What one lane measured for one destination, for /status (read from the lane's own tallies)."""
+
+    record_bytes_out: float
+    compressed_bytes: float
+    wire_ratio: float | None
+    #: cumulative (upper bound, count) of sampled latencies of records newer than the lane's start, +Inf last
+    latency_buckets: list[tuple[float, float]]
+    #: sampled acknowledgements of records older than the lane's start (backlog): not in the latency
+    backlog_samples: int
+
+
+class _WindowHistograms(Collector):
+    """Histograms fed with librdkafka's per-interval batch windows (not single observations)."""
+
+    def __init__(self, name: str, doc: str, bounds: tuple[float, ...]) -> None:
+        self.name, self.doc, self.bounds = name, doc, bounds
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str, str], tuple[list[float], float, float]] = {}
+
+    def add(self, labels: tuple[str, str, str], window: Window) -> None:
+        if window.count <= 0:
+            return
+        counts = window.cumulative_counts(self.bounds)
+        with self._lock:
+            buckets, total, n = self._series.get(labels, ([0.0] * len(self.bounds), 0.0, 0.0))
+            self._series[labels] = ([a + b for a, b in zip(buckets, counts, strict=True)],
+                                    total + window.total, n + window.count)
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        fam = HistogramMetricFamily(self.name, self.doc, labels=["lane", "destination", "codec"])
+        with self._lock:
+            for labels, (buckets, total, n) in sorted(self._series.items()):
+                fam.add_metric(list(labels), [*((str(b), c) for b, c in zip(self.bounds, buckets, strict=True)),
+                                              ("+Inf", n)], total)
+        yield fam
+
+
+class _CpuCollector(Collector):
+    """CPU per lane and part, read from /proc at scrape time, and CPU per million records."""
+
+    def __init__(self, cpu: Callable[[], dict[tuple[str, str], float]], records: Callable[[], dict[str, int]]) -> None:
+        self.cpu, self.records = cpu, records
+
+    def collect(self) -> Iterator[object]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        seconds = self.cpu()
+        fam = CounterMetricFamily("transcoder_cpu_seconds", "CPU seconds per lane: consume (fetch and "
+                                  "decompress), produce (compress and send), loop (the Python thread).",
+                                  labels=["lane", "part"])
+        per_lane: dict[str, float] = {}
+        for (lane, part), s in sorted(seconds.items()):
+            fam.add_metric([lane, part], s)
+            per_lane[lane] = per_lane.get(lane, 0.0) + s
+        yield fam
+        per_m = GaugeMetricFamily("transcoder_cpu_seconds_per_million_records",
+                                  "Lane CPU seconds (all parts) per million source records.", labels=["lane"])
+        for lane, n in sorted(self.records().items()):
+            if n:
+                per_m.add_metric([lane], per_lane.get(lane, 0.0) / n * 1e6)
+        yield per_m
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry = registry if registry is not None else CollectorRegistry()
+        r = registry
+        self.records_in = Counter("transcoder_records_in_total", "Source records consumed by a lane.",
+                                  ["lane"], registry=r)
+        self.source_bytes = Counter("transcoder_source_bytes_total",
+                                    "Uncompressed bytes (key + value + headers) of the source records consumed.",
+                                    ["lane"], registry=r)
+        self.records_out = Counter("transcoder_records_out_total",
+                                   "Records the destination acknowledged.", ["lane", "destination", "codec"],
+                                   registry=r)
+        self.record_bytes_out = Counter("transcoder_record_bytes_out_total",
+                                        "Uncompressed record bytes sent to the destination (librdkafka txbytes).",
+                                        ["lane", "destination", "codec"], registry=r)
+        self.compressed_bytes = Counter("transcoder_compressed_bytes_total",
+                                        "Bytes of the produced record batches, as compressed on the wire "
+                                        "(librdkafka batchsize).", ["lane", "destination", "codec"], registry=r)
+        self.wire_ratio = Gauge("transcoder_wire_ratio",
+                                "Uncompressed record bytes / compressed batch bytes sent, since start.",
+                                ["lane", "destination", "codec"], registry=r)
+        self.batch_bytes = _WindowHistograms("transcoder_batch_bytes", "Compressed bytes per produced batch.",
+                                             BATCH_BYTES_BUCKETS)
+        self.batch_records = _WindowHistograms("transcoder_batch_records", "Records per produced batch.",
+                                               BATCH_RECORDS_BUCKETS)
+        r.register(self.batch_bytes)
+        r.register(self.batch_records)
+        self.latency = Histogram("transcoder_end_to_end_latency_seconds",
+                                 "Delivery time minus the source record's timestamp (sampled 1 in 16), of records "
+                                 "newer than the lane's start (backlog is counted apart).",
+                                 ["lane", "destination"], buckets=LATENCY_BUCKETS, registry=r)
+        self.backlog_samples = Counter("transcoder_backlog_latency_samples_total",
+                                       "Latency samples left out of end_to_end_latency_seconds because the record "
+                                       "was older than the lane's start (backlog: its age, not the pipeline's).",
+                                       ["lane", "destination"], registry=r)
+        self.lag_records = Gauge("transcoder_consumer_lag_records",
+                                 "Source end offset minus the lane's committed offset.",
+                                 ["lane", "topic", "partition"], registry=r)
+        self.lag_seconds = Gauge("transcoder_consumer_lag_seconds",
+                                 "Now minus the timestamp of the last committed record (0 when caught up).",
+                                 ["lane", "topic", "partition"], registry=r)
+        self.disk_bytes = Gauge("transcoder_topic_disk_bytes", "Bytes on disk per topic, all replicas "
+                                "(DescribeLogDirs).", ["topic", "role"], registry=r)
+        self.disk_ratio = Gauge("transcoder_disk_ratio", "Source topic bytes on disk / destination topic bytes "
+                                "on disk.", ["lane", "destination", "codec"], registry=r)
+        self.recompression = Gauge("transcoder_broker_recompression",
+                                   "1 when the broker would recompress (or has recompressed) this destination's "
+                                   "batches.", ["lane", "destination", "reason"], registry=r)
+        self.lane_up = Gauge("transcoder_lane_running", "1 while the lane copies (running or caught up).",
+                             ["lane"], registry=r)
+        self.errors = Counter("transcoder_errors_total", "Records that failed, by Kafka error name.",
+                              ["lane", "reason"], registry=r)
+        self.dlq_records = Counter("transcoder_dlq_records_total", "Records written to the dead-letter topic.",
+                                   ["lane"], registry=r)
+        self.backpressure = Counter("transcoder_backpressure_pauses_total",
+                                    "Times a lane paused consuming because too many bytes were in flight.",
+                                    ["lane"], registry=r)
+
+    def cpu_source(self, cpu: Callable[[], dict[tuple[str, str], float]],
+                   records: Callable[[], dict[str, int]]) -> None:
+        """Export CPU per lane and part, and per million records (both read at scrape time)."""
+        self.registry.register(_CpuCollector(cpu, records))
+
+    def lane(self, name: str) -> LaneMetrics:
+        return LaneMetrics(self, name)
+
+
+class LaneMetrics:
+    """The metrics of one lane, labels bound once (children are cached, not looked up per record)."""
+
+    def __init__(self, m: Metrics, lane: str) -> None:
+        self.m = m
+        self.lane = lane
+        self._records = m.records_in.labels(lane=lane)
+        self._bytes = m.source_bytes.labels(lane=lane)
+        self._dlq = m.dlq_records.labels(lane=lane)
+        self._pauses = m.backpressure.labels(lane=lane)
+        #: destination topic -> cumulative (record bytes, compressed bytes) for the wire ratio
+        self._wire: dict[str, list[float]] = {}
+        self._latency: dict[str, Any] = {}  # destination topic -> its latency histogram child
+        #: destination topic -> sampled latencies per LATENCY_BUCKETS bucket (+Inf last), for /status
+        self._latency_counts: dict[str, list[int]] = {}
+        self._backlog: dict[str, int] = {}
+
+    def records(self, n: int, nbytes: int) -> None:
+        self._records.inc(n)
+        self._bytes.inc(nbytes)
+
+    def acked(self, destination: str, codec: str, n: int) -> None:
+        self.m.records_out.labels(lane=self.lane, destination=destination, codec=codec).inc(n)
+
+    def produced(self, destination: str, codec: str, batch_bytes: Window, batch_records: Window,
+                 record_bytes_total: int) -> None:
+        """One statistics emission of a destination producer."""
+        labels = {"lane": self.lane, "destination": destination, "codec": codec}
+        self.m.compressed_bytes.labels(**labels).inc(batch_bytes.total)
+        self.m.batch_bytes.add((self.lane, destination, codec), batch_bytes)
+        self.m.batch_records.add((self.lane, destination, codec), batch_records)
+        wire = self._wire.setdefault(destination, [0.0, 0.0])
+        child = self.m.record_bytes_out.labels(**labels)
+        if record_bytes_total > wire[0]:  # cumulative in librdkafka: export the increase
+            child.inc(record_bytes_total - wire[0])
+            wire[0] = record_bytes_total
+        wire[1] += batch_bytes.total
+        if wire[1] > 0:
+            self.m.wire_ratio.labels(**labels).set(wire[0] / wire[1])
+
+    def latency(self, destination: str, seconds: float) -> None:
+        child = self._latency.get(destination)
+        if child is None:
+            child = self._latency[destination] = self.m.latency.labels(lane=self.lane, destination=destination)
+            self._latency_counts[destination] = [0] * (len(LATENCY_BUCKETS) + 1)
+        child.observe(seconds)
+        self._latency_counts[destination][bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+    def backfill(self, destination: str) -> None:
+        """A sampled acknowledgement of a record older than the lane's start: counted, not timed."""
+        self._backlog[destination] = self._backlog.get(destination, 0) + 1
+        self.m.backlog_samples.labels(lane=self.lane, destination=destination).inc()
+
+    def figures(self, destination: str) -> DestinationFigures:
+        record_bytes, compressed = self._wire.get(destination, [0.0, 0.0])
+        counts = self._latency_counts.get(destination, [0] * (len(LATENCY_BUCKETS) + 1))
+        cumulative, total = [], 0
+        for bound, n in zip([*LATENCY_BUCKETS, float("inf")], counts, strict=True):
+            total += n
+            cumulative.append((float(bound), float(total)))
+        return DestinationFigures(record_bytes_out=record_bytes, compressed_bytes=compressed,
+                                  wire_ratio=record_bytes / compressed if compressed else None,
+                                  latency_buckets=cumulative, backlog_samples=self._backlog.get(destination, 0))
+
+    def lag(self, topic: str, partition: int, records: int, seconds: float) -> None:
+        p = str(partition)
+        self.m.lag_records.labels(lane=self.lane, topic=topic, partition=p).set(records)
+        self.m.lag_seconds.labels(lane=self.lane, topic=topic, partition=p).set(seconds)
+
+    def running(self, up: bool) -> None:
+        self.m.lane_up.labels(lane=self.lane).set(1 if up else 0)
+
+    def error(self, reason: str) -> None:
+        self.m.errors.labels(lane=self.lane, reason=reason).inc()
+
+    def dead_lettered(self) -> None:
+        self._dlq.inc()
+
+    def backpressure(self) -> None:
+        self._pauses.inc()

@@ -1,0 +1,113 @@
+"""Which source offsets are safe to commit: every destination has acknowledged every record before them.
+
+Pure bookkeeping, no Kafka. It relies on one property of idempotent producers: delivery
+reports of one destination partition arrive in the order the records were produced. So each
+(destination topic, partition) keeps a FIFO of the source offsets it still owes, and an
+acknowledgement pops its head.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+
+from transcoder.pipeline.partitions import Partition
+
+
+class Ledger:
+    """The engine-free bookkeeping of a copy: the writer calls `sent` and `consumed` once per
+    written chunk of records and `acked` once per delivery report; the engine asks `committable`."""
+
+    def __init__(self, destinations_of: dict[str, tuple[str, ...]]) -> None:
+        #: source topic -> destination topics it is copied to
+        self.destinations_of = destinations_of
+        #: (destination topic, partition) -> source offsets and sizes produced, not yet acknowledged
+        self.pending: dict[Partition, deque[tuple[int, int]]] = {}
+        #: source (topic, partition) -> the offset after the last record consumed
+        self.next_offset: dict[Partition, int] = {}
+        #: source (topic, partition) -> offsets held by side deliveries (dead-letter records, re-sends)
+        self.held: dict[Partition, dict[int, int]] = {}
+        self.in_flight_bytes = 0
+
+    def sent(self, produced: Mapping[Partition, list[tuple[int, int]]], nbytes: int) -> None:
+        """Records produced, per destination partition in produce order: (source offset, size) each.
+
+        `nbytes`: the sizes of all entries added up (a record sent to two destinations counts twice,
+        as each acknowledgement gives its size back). Called once per written chunk, not per record.
+        """
+        pending = self.pending
+        for dest, entries in produced.items():
+            q = pending.get(dest)
+            if q is None:
+                q = pending[dest] = deque()
+            q.extend(entries)
+        self.in_flight_bytes += nbytes
+
+    def acked(self, dest_topic: str, partition: int) -> int:
+        """Record one delivery report (success or failure) of a destination partition; return its
+        source offset. Reports of one destination partition come in produce order (idempotence)."""
+        offset, size = self.pending[(dest_topic, partition)].popleft()
+        self.in_flight_bytes -= size
+        return offset
+
+    def consumed(self, last: Mapping[Partition, int]) -> None:
+        """The last source offset consumed per source partition (the chunk's; offsets only grow)."""
+        next_offset = self.next_offset
+        for tp, offset in last.items():
+            next_offset[tp] = offset + 1
+
+    def hold(self, source: Partition, offset: int) -> None:
+        """Keep `offset` uncommitted until `release` (e.g. while its dead-letter copy is in flight)."""
+        h = self.held.setdefault(source, {})
+        h[offset] = h.get(offset, 0) + 1
+
+    def release(self, source: Partition, offset: int) -> None:
+        h = self.held[source]
+        h[offset] -= 1
+        if not h[offset]:
+            del h[offset]
+
+    def committable(self, source: Partition, position: int | None = None) -> int | None:
+        """The offset to commit for `source`: the oldest unacknowledged record, or the consumed end.
+
+        `position` (the consumer's own next offset) may be past the last record seen, when the
+        log has transaction markers or compacted gaps; it is used when nothing is outstanding.
+        """
+        nxt = self.next_offset.get(source)
+        if nxt is None:
+            return None
+        candidates = [nxt if position is None else max(nxt, position)]
+        topic, partition = source
+        for dest in self.destinations_of.get(topic, ()):
+            q = self.pending.get((dest, partition))
+            if q:
+                candidates.append(q[0][0])
+        held = self.held.get(source)
+        if held:
+            candidates.append(min(held))
+        return min(candidates)
+
+    def outstanding(self, sources: Iterable[Partition]) -> int:
+        """Records of these source partitions not yet acknowledged by every destination."""
+        n = 0
+        for topic, partition in sources:
+            for dest in self.destinations_of.get(topic, ()):
+                n += len(self.pending.get((dest, partition), ()))
+            n += sum(self.held.get((topic, partition), {}).values())
+        return n
+
+    def forget(self, sources: Iterable[Partition]) -> None:
+        """Drop the state of partitions this consumer no longer owns (revoked or lost).
+
+        Queues that still owe acknowledgements are kept: their delivery reports are still to
+        come, in order, and must pop these entries, not those of a later assignment of the same
+        partition (which append behind them). Until they drain, `committable` stays at or below
+        their oldest offset, so nothing unacknowledged is ever committed.
+        """
+        for topic, partition in sources:
+            self.next_offset.pop((topic, partition), None)
+            self.held.pop((topic, partition), None)
+            for dest in self.destinations_of.get(topic, ()):
+                q = self.pending.get((dest, partition))
+                if q is not None and not q:
+                    del self.pending[(dest, partition)]

@@ -1,0 +1,133 @@
+"""Pure routing: which source topics go to which destination topics, in which lanes, with which codec.
+
+Topic and lane naming live here only. Nothing here talks to Kafka: the caller passes the
+topic names the cluster has.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from transcoder.config import Config, Destination, Route
+from transcoder.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Target:
+    """One destination config of one route: it copies every source the route matched."""
+
+    name: str  # unique; names the lane in isolated mode, and labels metrics
+    destination: Destination
+    sources: tuple[str, ...]
+
+    def topic_for(self, source: str) -> str:
+        return self.destination.topic_for(source)
+
+    @property
+    def topics(self) -> dict[str, str]:
+        """source topic -> destination topic"""
+        return {s: self.topic_for(s) for s in self.sources}
+
+
+@dataclass(frozen=True)
+class LaneSpec:
+    """One consumer (one consumer group) feeding one or more targets."""
+
+    name: str
+    group_id: str
+    targets: tuple[Target, ...]
+    sources: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        seen: dict[str, None] = {}
+        for t in self.targets:
+            seen.update(dict.fromkeys(t.sources))
+        object.__setattr__(self, "sources", tuple(seen))
+
+    def targets_for(self, source: str) -> tuple[Target, ...]:
+        return tuple(t for t in self.targets if source in t.sources)
+
+
+@dataclass(frozen=True)
+class Plan:
+    lanes: tuple[LaneSpec, ...]
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        return tuple(t for lane in self.lanes for t in lane.targets)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s for lane in self.lanes for s in lane.sources))
+
+    def destination_topics(self) -> dict[str, tuple[str, Target]]:
+        """destination topic -> (source topic, target)"""
+        return {t.topic_for(s): (s, t) for t in self.targets for s in t.sources}
+
+
+def _target_name(route_index: int, route: Route, dest: Destination) -> str:
+    if dest.name is not None:
+        return dest.name
+    if route.source is not None:
+        return dest.topic_for(route.source)
+    if dest.topic is not None:  # e.g. "{source}.a" -> route0.source.a
+        return f"route{route_index}." + dest.topic.format(source="source", codec=dest.codec, level=dest.level)
+    return f"route{route_index}.{dest.label}"
+
+
+def _is_internal(topic: str) -> bool:
+    return topic.startswith("__") or topic.startswith("_confluent") or topic.startswith("_schemas")
+
+
+def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
+    """Resolve routes against the cluster's topics. ConfigError for loops, collisions, no sources.
+
+    Literal sources are taken as given (a missing one is reported by provisioning, naming it).
+    Patterns match whole topic names, never internal topics nor any topic this plan writes.
+    """
+    existing = sorted(set(existing_topics))
+    literal_dests = {d.topic_for(r.source) for r in config.routes if r.source for d in r.destinations}
+    # Everything this config could write, for any existing topic: a pattern must not read it back.
+    written = literal_dests | {d.topic_for(t) for r in config.routes for d in r.destinations for t in existing}
+    if config.errors.dlq_topic:
+        written.add(config.errors.dlq_topic)
+
+    targets: list[Target] = []
+    for i, route in enumerate(config.routes):
+        if route.source is not None:
+            sources: tuple[str, ...] = (route.source,)
+        else:
+            rx = re.compile(route.source_pattern or "")
+            sources = tuple(t for t in existing if rx.fullmatch(t) and not _is_internal(t) and t not in written)
+            if not sources:
+                raise ConfigError(f"routes.{i}.source_pattern {route.source_pattern!r} matches no topic")
+        for dest in route.destinations:
+            targets.append(Target(name=_target_name(i, route, dest), destination=dest, sources=sources))
+
+    dest_of: dict[str, str] = {}
+    for t in targets:
+        for s in t.sources:
+            d = t.topic_for(s)
+            if d == s:
+                raise ConfigError(f"destination {d} is its own source: set a different `topic` for it")
+            if d in dest_of:
+                raise ConfigError(f"destination {d} is written twice (copying {dest_of[d]} and {s})")
+            dest_of[d] = s
+    names = [t.name for t in targets]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"two destinations share the name {sorted(dup)[0]!r}: set `name` on one of them")
+    all_sources = {s for t in targets for s in t.sources}
+    loops = sorted(all_sources & set(dest_of))
+    if loops:
+        raise ConfigError(f"topic {loops[0]} is both a source and a destination: the copy would loop")
+    if config.errors.dlq_topic and config.errors.dlq_topic in all_sources | set(dest_of):
+        raise ConfigError(f"errors.dlq_topic {config.errors.dlq_topic} is also a source or destination")
+
+    if config.lanes == "shared":
+        lanes = (LaneSpec(name="shared", group_id=config.group_id, targets=tuple(targets)),)
+    else:
+        lanes = tuple(LaneSpec(name=t.name, group_id=f"{config.group_id}.{t.name}", targets=(t,)) for t in targets)
+    return Plan(lanes=lanes)

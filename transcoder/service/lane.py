@@ -1,0 +1,330 @@
+"""One lane: a consumer feeding the writer (one producer per target); commits only what every target acknowledged.
+
+The loop runs in one thread. Delivery callbacks and rebalance callbacks run inside that
+thread's poll calls, so lane state needs no locks; other threads only read snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import structlog
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+
+from transcoder.config import Config
+from transcoder.errors import TranscoderError
+from transcoder.kafka.clients import client_config
+from transcoder.kafka.statistics import consumer_lag
+from transcoder.kafka.writer import Writer
+from transcoder.metrics.cpu import ThreadLedger
+from transcoder.metrics.registry import LaneMetrics
+from transcoder.metrics.status import LaneStatus
+from transcoder.pipeline.partitions import Partition, show
+from transcoder.pipeline.routes import LaneSpec
+
+log = structlog.get_logger("transcoder.lane")
+
+_CONSUME_BATCH = 2000
+
+
+def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
+    start = config.start if isinstance(config.start, str) else "earliest"
+    return client_config(config.cluster.librdkafka(), **{
+        "group.id": lane.group_id,
+        "client.id": f"transcoder-{lane.name}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": start,
+        "partition.assignment.strategy": "cooperative-sticky",
+        # Aborted transactions are not copied; what the source's readers see is what is copied.
+        "isolation.level": "read_committed",
+        # Bounded prefetch: memory stays bounded even when every target is slow.
+        "queued.max.messages.kbytes": 32 * 1024,
+        # Once the prefetch queue is full (queued.min.messages or the bytes above), the next fetch
+        # waits this long; librdkafka's default (1000 ms) left a lane idle half of the time (bench/).
+        "fetch.queue.backoff.ms": 20,
+        "statistics.interval.ms": config.metrics.stats_interval_ms,
+    })
+
+
+class Lane:
+    def __init__(self, spec: LaneSpec, config: Config, metrics: LaneMetrics,
+                 end_offsets: dict[Partition, tuple[int, int]] | None = None,
+                 threads: ThreadLedger | None = None) -> None:
+        self.spec = spec
+        self.config = config
+        self.metrics = metrics
+        #: source partition -> (low, high) watermarks seen at start, for --until-caught-up
+        self.end_offsets = end_offsets
+        self._revoke_error: BaseException | None = None
+        self._committed_ts: dict[Partition, int] = {}
+        self.threads = threads or ThreadLedger()
+        self.writer = Writer(config, spec.name, spec.targets, metrics,
+                             create=lambda part, make, start: self.threads.create((spec.name, part), make, start))
+        self.ledger = self.writer.ledger
+        self.status = LaneStatus(name=spec.name, group_id=spec.group_id, acked=self.writer.acked_total,
+                                 destinations={d: (s, self.writer.codec_of[d]) for d, s in self.writer.source_of.items()})
+        self.consumer = self.threads.create(
+            (spec.name, "consume"),
+            lambda: Consumer({**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}),
+            self._start_threads)
+        self._assigned: set[Partition] = set()
+        self._last_committed: dict[Partition, int] = {}
+        self._paused = False
+        self._closed = False
+
+    @staticmethod
+    def _start_threads(client: Any) -> None:
+        """A metadata request makes a client start its broker threads, so they can be attributed."""
+        try:
+            client.list_topics(timeout=10)
+        except KafkaException as exc:
+            log.warning("metadata_request_failed", error=str(exc.args[0]))
+
+    # ------------------------------------------------------------------ callbacks (loop thread)
+    def _on_consumer_stats(self, raw: str) -> None:
+        now_ms = time.time() * 1000
+        for (topic, partition), lag in consumer_lag(json.loads(raw)).items():
+            ts = self._committed_ts.get((topic, partition))
+            seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
+            self._set_lag((topic, partition), lag, seconds)
+
+    def _set_lag(self, tp: Partition, records: int, seconds: float) -> None:
+        self.status.lag[tp] = (records, seconds)
+        self.metrics.lag(tp[0], tp[1], records, seconds)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._closed:
+            # Handed partitions while leaving the group (another member left first): they go back at
+            # once, unread. Asking for their committed offsets here only times out (the consumer is
+            # closing) and fails the close.
+            log.info("partitions_assigned_while_closing", lane=self.spec.name,
+                     partitions=show((p.topic, p.partition) for p in partitions))
+            return
+        tps = [(p.topic, p.partition) for p in partitions]
+        self._assigned.update(tps)
+        if not partitions:
+            return
+        # What the group already committed counts as done: a partition fully copied by an
+        # earlier run is caught up without a record of this run.
+        committed = consumer.committed(partitions, timeout=30)
+        for p in committed:
+            if p.offset >= 0:
+                self._last_committed[(p.topic, p.partition)] = p.offset
+        if isinstance(self.config.start, datetime):
+            self._seek_to_start_time(consumer, partitions, committed)
+        self.status.assigned = sorted(self._assigned)
+        log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
+
+    def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition],
+                            committed: list[TopicPartition]) -> None:
+        """Partitions this group never committed start at the configured timestamp.
+
+        The callback assigns them itself, with those offsets: confluent-kafka then skips its own
+        assignment of the unchanged list (changing the list's offsets in place has no effect).
+        """
+        assert isinstance(self.config.start, datetime)
+        fresh = [TopicPartition(p.topic, p.partition, int(self.config.start.timestamp() * 1000))
+                 for p in committed if p.offset == OFFSET_INVALID]
+        if not fresh:
+            return
+        found = {(p.topic, p.partition): p.offset for p in consumer.offsets_for_times(fresh, timeout=30)}
+        consumer.incremental_assign([
+            TopicPartition(p.topic, p.partition, found.get((p.topic, p.partition), p.offset)) for p in partitions
+        ])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(p.topic, p.partition) for p in partitions]
+        try:
+            self.writer.drain(self.config.shutdown_timeout_s)
+            self._commit(tps)
+        except BaseException as exc:  # raised again from the loop, never lost inside librdkafka
+            self._revoke_error = exc
+        self._release(tps)
+        log.info("partitions_revoked", lane=self.spec.name, partitions=show(tps))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(p.topic, p.partition) for p in partitions]
+        self._release(tps)  # another member owns them now: nothing may be committed for them
+        log.warning("partitions_lost", lane=self.spec.name, partitions=show(tps))
+
+    def _release(self, tps: list[Partition]) -> None:
+        self.ledger.forget(tps)
+        self._assigned.difference_update(tps)
+        for tp in tps:
+            self._last_committed.pop(tp, None)
+        self.status.assigned = sorted(self._assigned)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, stop: threading.Event, *, until_caught_up: bool = False) -> None:
+        """Copy until `stop` is set (or, with until_caught_up, until every start end offset is committed)."""
+        log.info("lane_started", lane=self.spec.name, group_id=self.spec.group_id, sources=list(self.spec.sources),
+                 destinations=[f"{t.name} ({t.destination.label})" for t in self.spec.targets])
+        self.status.state = "running"
+        self.threads.claim((self.spec.name, "loop"), {threading.get_native_id()})
+        self.metrics.running(True)
+        cpu0 = time.thread_time()
+        interval = self.config.commit_interval_ms / 1000
+        next_commit = time.monotonic() + interval
+        next_progress = time.monotonic() + 30
+        try:
+            self.consumer.subscribe(list(self.spec.sources), on_assign=self._on_assign,
+                                    on_revoke=self._on_revoke, on_lost=self._on_lost)
+            while not stop.is_set():
+                # What is queued, without waiting; else wait for the first record only (a batch
+                # call waits for all _CONSUME_BATCH or the timeout: up to 200 ms added latency),
+                # with what arrived along with it.
+                msgs = self.consumer.consume(_CONSUME_BATCH, timeout=0)
+                if not msgs:
+                    msgs = self.consumer.consume(1, timeout=0.2)
+                    if msgs:
+                        msgs += self.consumer.consume(_CONSUME_BATCH - 1, timeout=0)
+                if self._revoke_error is not None:
+                    raise self._revoke_error
+                if msgs:
+                    self._copy(msgs)
+                self.writer.poll(0)
+                self.writer.handle_failures()
+                self._backpressure()
+                now = time.monotonic()
+                self.status.last_loop = now
+                if now >= next_commit:
+                    self.status.loop_cpu_seconds = time.thread_time() - cpu0
+                    self._commit(self._assigned)
+                    self.threads.cpu_by_owner()  # read /proc while this lane's threads live
+                    next_commit = now + interval
+                    if until_caught_up and self._caught_up():
+                        self.status.state = "caught-up"
+                        log.info("lane_caught_up", lane=self.spec.name, records=self.status.records)
+                        break
+                if now >= next_progress:
+                    log.info("lane_progress", lane=self.spec.name, records=self.status.records,
+                             in_flight_bytes=self.ledger.in_flight_bytes, paused=self._paused)
+                    next_progress = now + 30
+            self._shutdown()
+            self.status.loop_cpu_seconds = time.thread_time() - cpu0
+        except BaseException as exc:
+            self.status.state = "failed"
+            self.status.error = str(exc)
+            self.metrics.running(False)
+            self._shutdown(failed=True)
+            raise
+        if self.status.state == "running":
+            self.status.state = "stopped"
+        self.metrics.running(False)
+        log.info("lane_stopped", lane=self.spec.name, state=self.status.state, records=self.status.records)
+
+    def _copy(self, msgs: list[Any]) -> None:
+        n, nbytes = self.writer.write(msgs, self._consumer_error)
+        self.status.records += n
+        self.status.source_bytes += nbytes
+        self.metrics.records(n, nbytes)
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                         KafkaError.GROUP_AUTHORIZATION_FAILED):
+            raise TranscoderError(f"lane {self.spec.name}: consumer error: {err.str()}", kafka_error=err.name())
+        log.warning("consumer_error", lane=self.spec.name, error=err.str())
+
+    def _backpressure(self) -> None:
+        limit = self.config.max_in_flight_bytes
+        inflight = self.ledger.in_flight_bytes
+        if not self._paused and inflight > limit:
+            self.consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
+            self._paused = True
+            self.metrics.backpressure()
+        elif self._paused and inflight <= limit // 2:
+            self.consumer.resume([TopicPartition(t, p) for t, p in self._assigned])
+            self._paused = False
+        if self._paused:
+            self.writer.poll(0.05)
+
+    # ------------------------------------------------------------------ commits
+    def _commit(self, tps: Iterable[Partition]) -> None:
+        self.writer.flush_acked()
+        self.status.dead_lettered = self.writer.dead_lettered
+        tps = list(tps)
+        if not tps:
+            return
+        positions = {(p.topic, p.partition): p.offset
+                     for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])}
+        offsets = []
+        for tp in tps:
+            pos = positions.get(tp)
+            off = self.ledger.committable(tp, pos if pos is not None and pos >= 0 else None)
+            if off is not None and off > self._last_committed.get(tp, -1):
+                offsets.append(TopicPartition(tp[0], tp[1], off))
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal():
+                raise
+            # A rebalance in progress or a coordinator move: the next commit covers these offsets.
+            log.warning("commit_failed", lane=self.spec.name, error=err.str())
+            return
+        for p in offsets:
+            tp = (p.topic, p.partition)
+            self._last_committed[tp] = p.offset
+            acked = [self.writer.acked_ts.get((d, p.partition)) for d in self.ledger.destinations_of.get(p.topic, ())]
+            if acked and None not in acked:
+                self._committed_ts[tp] = min(acked)  # type: ignore[type-var]
+        self.status.committed = dict(self._last_committed)
+
+    def _final_figures(self) -> None:
+        """Before closing: one more statistics emission (the last batches), and lag from the watermarks."""
+        self.writer.final_statistics()
+        now_ms = time.time() * 1000
+        for tp in sorted(self._assigned):
+            committed = self._last_committed.get(tp)
+            if committed is None:
+                continue
+            try:
+                high = self.consumer.get_watermark_offsets(TopicPartition(*tp), timeout=5)[1]
+            except KafkaException:
+                continue
+            lag = max(0, high - committed)
+            ts = self._committed_ts.get(tp)
+            self._set_lag(tp, lag, 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000))
+
+    def _caught_up(self) -> bool:
+        if not self.end_offsets:
+            return False
+        for tp, (low, high) in self.end_offsets.items():
+            if high > low and self._last_committed.get(tp, -1) < high:
+                return False
+        return True
+
+    def _shutdown(self, failed: bool = False) -> None:
+        """Stop consuming, deliver what is in flight, commit what was acknowledged, leave the group."""
+        if self._closed:
+            return
+        try:
+            if not failed:
+                self.writer.drain(self.config.shutdown_timeout_s)
+            else:
+                for p in self.writer.producers:
+                    p.flush(self.config.shutdown_timeout_s)
+            self._commit(self._assigned)
+            self._final_figures()
+        except TranscoderError:
+            if not failed:
+                raise
+        finally:
+            self.threads.cpu_by_owner()  # last reading before the clients' threads exit
+            outstanding = self.ledger.outstanding(self._assigned)
+            if outstanding:
+                log.warning("lane_stopped_with_records_in_flight", lane=self.spec.name, records=outstanding,
+                            note="not committed: they are copied again on restart")
+            self._closed = True
+            self.writer.close(0 if failed else self.config.shutdown_timeout_s)
+            self.consumer.close()

@@ -1,0 +1,158 @@
+"""Runs the lanes of one config: pre-flight, provisioning, one thread per lane, the broker figures, stop and drain."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from confluent_kafka.admin import AdminClient
+
+from transcoder.config import Config
+from transcoder.errors import TranscoderError
+from transcoder.kafka.admin import end_offsets
+from transcoder.kafka.clients import connect_admin
+from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.provisioning import Provision, create_missing, preflight
+from transcoder.metrics import status
+from transcoder.metrics.broker_figures import BrokerFigures
+from transcoder.metrics.cpu import ThreadLedger
+from transcoder.metrics.endpoints import Endpoints
+from transcoder.metrics.registry import Metrics
+from transcoder.pipeline import routes
+from transcoder.service.lane import Lane
+
+log = structlog.get_logger("transcoder.service")
+
+#: CPython's cyclic collector, for a process that copies records. The hot path allocates a few
+#: GC-tracked objects per record (consumed messages, delivery reports) and keeps none in cycles; at
+#: the default gen-0 threshold (700 allocations) the collector ran every ~200 records and took 12%
+#: of a lane thread's CPU (bench/results/2026-11-22-nginx.md). Cycles are still collected, 140x less often.
+GC_THRESHOLDS = (100_000, 20, 100)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: routes.Plan
+    provision: Provision
+    created: list[str]
+    src_admin: AdminClient
+    dst_admin: AdminClient
+
+
+class Service:
+    def __init__(self, config: Config, *, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.lanes: list[Lane] = []
+        self.stop_event = threading.Event()
+        self.threads = ThreadLedger()
+        self.endpoints: Endpoints | None = None
+        self.brokers: BrokerFigures | None = None
+        self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
+
+    def cpu_by_lane(self) -> dict[tuple[str, str], float]:
+        """CPU seconds per (lane, part): consume, produce, loop."""
+        return {k: v for k, v in self.threads.cpu_by_owner().items() if isinstance(k, tuple)}
+
+    def prepare(self, *, create: bool) -> Prepared:
+        """Every pre-flight check; with `create`, also create missing destination topics."""
+        src, src_md = connect_admin(self.config.cluster.librdkafka())
+        if self.config.destination_cluster is not None:
+            dst, _ = connect_admin(self.config.destination_cluster.librdkafka())
+        else:
+            dst = src
+        info = BrokerInfo(self.config.target_cluster.librdkafka())
+        try:
+            produce_version = info.max_produce_version()
+        finally:
+            info.close()
+        plan = routes.plan(self.config, src_md.topics)
+        provision = preflight(src, dst, plan, dlq_topic=self.config.errors.dlq_topic,
+                              max_produce_version=produce_version)
+        created = create_missing(dst, provision) if create else []
+        for name in created:
+            log.info("topic_created", topic=name)
+        return Prepared(plan=plan, provision=provision, created=created, src_admin=src, dst_admin=dst)
+
+    def stop(self) -> None:
+        """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""
+        self.stop_event.set()
+
+    def serve(self, port: int | None = None) -> int | None:
+        """Serve /metrics, /healthz, /readyz and /status; return the port.
+
+        Without `port`, the config's metrics.port (0 there: no endpoints); an explicit 0: any free port.
+        """
+        if port is None:
+            port = self.config.metrics.port
+            if not port:
+                return None
+        self.endpoints = Endpoints(self.metrics.registry, healthy=self.healthy, ready=self.ready, status=self.status)
+        bound = self.endpoints.start(self.config.metrics.host, port)
+        log.info("endpoints_serving", port=bound, paths=["/metrics", "/healthz", "/readyz", "/status"])
+        return bound
+
+    def healthy(self) -> tuple[bool, str]:
+        return status.healthy([ln.status for ln in self.lanes],
+                              status.stuck_after(self.config.shutdown_timeout_s, self.config.commit_interval_ms))
+
+    def ready(self) -> tuple[bool, str]:
+        return status.ready([ln.status for ln in self.lanes])
+
+    def status(self) -> dict[str, Any]:
+        """The /status document (see metrics.status.document)."""
+        return status.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
+                               lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
+                               brokers=self.brokers, health=self.healthy, readiness=self.ready)
+
+    def _lanes_done(self) -> bool:
+        return bool(self.lanes) and all(ln.status.state in ("caught-up", "stopped", "failed") for ln in self.lanes)
+
+    def run(self, *, until_caught_up: bool = False) -> Prepared:
+        prepared = self.prepare(create=True)
+        gc.freeze()  # what start-up built lives as long as the process: never scanned again
+        gc.set_threshold(*GC_THRESHOLDS)
+        ends = end_offsets(prepared.src_admin, prepared.provision.sources) if until_caught_up else None
+        self.lanes = [
+            Lane(spec, self.config, self.metrics.lane(spec.name),
+                 end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources} if ends is not None else None,
+                 threads=self.threads)
+            for spec in prepared.plan.lanes
+        ]
+        errors: list[BaseException] = []
+
+        def run_lane(lane: Lane) -> None:
+            try:
+                lane.run(self.stop_event, until_caught_up=until_caught_up)
+            except BaseException as exc:  # reported by run(); the other lanes drain and stop
+                errors.append(exc)
+                fields = exc.fields() if isinstance(exc, TranscoderError) else {}
+                log.error("lane_failed", lane=lane.spec.name, error=str(exc), **fields)
+                self.stop_event.set()
+
+        threads = [threading.Thread(target=run_lane, args=(lane,), name=f"lane-{lane.spec.name}", daemon=True)
+                   for lane in self.lanes]
+        poller = None
+        if self.config.metrics.disk_interval_s:
+            self.brokers = BrokerFigures(self.config, prepared.plan, prepared.provision, prepared.dst_admin,
+                                         self.metrics)
+            poller = threading.Thread(target=self.brokers.run, args=(self.stop_event, self._lanes_done),
+                                      name="broker-figures", daemon=True)
+            poller.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)  # short joins, so the main thread keeps handling signals
+        self.stop_event.set()  # every lane is done (caught up, stopped or failed): the poller takes a last reading
+        if poller is not None:
+            poller.join(60)
+        if errors:
+            first = errors[0]
+            if isinstance(first, TranscoderError):
+                raise first
+            raise TranscoderError(f"{type(first).__name__}: {first}") from first
+        return prepared
