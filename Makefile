@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv kafka-jars test unit demo bench clean
+.PHONY: venv kafka-jars lint test unit demo bench clean
 
 venv: $(STAMP)
 
@@ -18,8 +18,13 @@ $(STAMP): pyproject.toml constraints.txt
 kafka-jars: venv
 	$(BIN)/transcoder local-kafka fetch
 
-# The whole suite: unit tests, then integration tests against a real broker the session starts.
-test: venv kafka-jars
+# The package's import rules (pyproject.toml [tool.importlinter]): layers, no Kafka client in pure code,
+# prometheus_client in one module, pyspark only in transcoder.spark.
+lint: venv
+	$(BIN)/lint-imports
+
+# The whole suite: the import rules, unit tests, then integration tests against a real broker the session starts.
+test: venv kafka-jars lint
 	$(BIN)/python -m pytest
 
 # Start a local Kafka, seed 250 MB of nginx access logs, copy them into one topic per codec,

@@ -9,6 +9,10 @@ from typing import TextIO
 import structlog
 
 
+#: The logger librdkafka's own log lines go to (kafka.clients hands it to every client).
+RDKAFKA_LOGGER = "transcoder.rdkafka"
+
+
 def configure(level: str = "info", *, stream: TextIO | None = None, json: bool | None = None) -> None:
     """Configure structlog and stdlib logging once, from the CLI; never at import time."""
     stream = stream or sys.stderr
@@ -37,10 +41,8 @@ def configure(level: str = "info", *, stream: TextIO | None = None, json: bool |
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
-    # librdkafka reports every failed connection attempt; clients.py surfaces the same errors
+    # librdkafka reports every failed connection attempt; kafka.clients surfaces the same errors
     # once, through error_cb, in the error that stops us. Its raw lines are for debugging only.
-    from transcoder.kafka.clients import RDKAFKA_LOGGER
-
     # kafka-python (used for DescribeLogDirs) narrates every connection at INFO.
     logging.getLogger("kafka").setLevel(max(numeric, logging.WARNING))
     logging.getLogger(RDKAFKA_LOGGER).setLevel(logging.DEBUG if numeric <= logging.DEBUG else logging.CRITICAL)

@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.support.cli import run_cli
 from transcoder import config as cfg
@@ -85,6 +86,9 @@ def test_reported_ratios_match_the_broker(kafka, topic_factory):
     assert sample(service, "transcoder_records_in_total", lane=f"{source}.zstd") == 150_000
 
 
+LIVE = 2_000  # records produced after the lanes started
+
+
 def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instance(kafka, topic_factory):
     source = topic_factory(partitions=2)
     seed(kafka, source, 40_000, partitions=None)
@@ -108,6 +112,21 @@ def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instanc
         wait_for(lambda: lag(slow) > 0)  # the throttled lane is behind, and says so
         kafka.throttle_producer(f"transcoder-{slow}", None)
         wait_for(lambda: lag(slow) == 0 and lag(f"{source}.zstd") == 0)
+        # The seeded records were backlog when the lanes started: their age is not latency. Live ones are.
+        live = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+        for i in range(LIVE):
+            live.produce(source, value=f"live-{i}".encode(), partition=i % 2)
+            live.poll(0)
+            time.sleep(0.001)
+        assert live.flush(30) == 0
+        wait_for(lambda: lag(slow) == 0 and lag(f"{source}.zstd") == 0
+                 and all(d["records_out"] == 40_000 + LIVE for ln in json.loads(get(url + "/status")[1])["lanes"]
+                         for d in ln["destinations"]))
+        for ln in json.loads(get(url + "/status")[1])["lanes"]:
+            d = ln["destinations"][0]
+            assert d["backlog_latency_samples"] > 0 and d["latency_samples"] > 0, d
+            assert d["latency_samples"] + d["backlog_latency_samples"] <= (40_000 + LIVE) // 16 + 16, d
+            assert 0 <= d["latency_p99_seconds"] < 30, d  # records produced now, copied now
         status, text = get(url + "/metrics")
         assert status == 200
         exported = set(re.findall(r"^(?:# (?:HELP|TYPE) )?(transcoder_[a-z0-9_]+)", text, re.M))
@@ -119,7 +138,8 @@ def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instanc
         assert report.returncode == 0, report.stderr
         rows = {r["destination"]: r for r in json.loads(report.stdout)}
         assert set(rows) == {f"{source}.zstd", slow}
-        assert all(r["records"] == 40_000 and r["lag_records"] == 0 for r in rows.values())
+        assert all(r["records"] == 40_000 + LIVE and r["lag_records"] == 0 for r in rows.values())
+        assert all(r["backlog_latency_samples"] > 0 and r["latency_p99_seconds"] is not None for r in rows.values())
         assert rows[f"{source}.zstd"]["ratio_to_uncompressed"] > rows[slow]["ratio_to_uncompressed"] > 1
     finally:
         kafka.throttle_producer(f"transcoder-{slow}", None)
@@ -176,7 +196,7 @@ def test_broker_recompression_is_detected_from_config_and_stored_batches(kafka, 
     good = {"lane": f"{source}.lz4", "destination": f"{source}.lz4"}
     assert sample(service, "transcoder_broker_recompression", **bad, reason="config") == 1
     assert sample(service, "transcoder_broker_recompression", **bad, reason="stored") == 1
-    assert service.recompression[recompressed] == "compression.type=gzip; stored as gzip in partition 0"
+    assert service.brokers.recompression[recompressed] == "compression.type=gzip; stored as gzip in partition 0"
     assert sample(service, "transcoder_broker_recompression", **good, reason="config") == 0
     assert sample(service, "transcoder_broker_recompression", **good, reason="stored") == 0
-    assert service.recompression[f"{source}.lz4"] is None
+    assert service.brokers.recompression[f"{source}.lz4"] is None

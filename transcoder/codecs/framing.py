@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+from crc32c import crc32c
+
 from transcoder.codecs.names import ATTRIBUTE_ID, Codec
 
 # ---------------------------------------------------------------- v2 record batches (KIP-98 format)
@@ -82,9 +84,7 @@ def encode_batch(records: list[tuple[bytes | None, bytes | None, tuple[tuple[str
                     base_sequence, len(records))
         + payload
     )
-    from kafka.record.util import calc_crc32c  # Castagnoli CRC, as Kafka's batches use
-
-    crc = calc_crc32c(after_crc)
+    crc = crc32c(after_crc)  # Castagnoli CRC, as Kafka's batches use
     head = struct.pack(">ibI", -1, 2, crc)  # partitionLeaderEpoch (set by the broker), magic, crc
     batch_length = len(head) + len(after_crc)
     return struct.pack(">qi", base_offset, batch_length) + head + after_crc

@@ -11,9 +11,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from transcoder.errors import KafkaUnavailableError
+from transcoder.logs import RDKAFKA_LOGGER
 
 #: librdkafka's logs go to this stdlib logger; it is quiet below WARNING unless asked.
-RDKAFKA_LOGGER = "transcoder.rdkafka"
 
 
 class ErrorTracker:

@@ -7,7 +7,16 @@ import json
 
 import pytest
 
-from transcoder.report.tables import Row, TopicFigures, as_json, comparison, markdown, table
+from transcoder.report.tables import (
+    Row,
+    TopicFigures,
+    as_json,
+    comparison,
+    from_status,
+    markdown,
+    status_markdown,
+    table,
+)
 
 SOURCE = TopicFigures("nginx", "none", 1000, 200_000)
 DESTS = [TopicFigures("nginx.zstd", "zstd", 1000, 40_000), TopicFigures("nginx.gzip-6", "gzip-6", 1000, 50_000)]
@@ -97,3 +106,23 @@ def test_rich_table():
     assert [c.justify for c in t.columns] == ["left", "left"] + ["right"] * 5
     assert t.row_count == 3
     assert list(t.columns[6].cells) == ["2.00x", "10.00x", "8.00x"]
+
+
+def _status_doc(p99, samples, backlog):
+    return {"lanes": [{"name": "l", "lag_records": {"t[0]": 0}, "cpu_seconds_per_million_records": 4.0,
+                       "destinations": [{"topic": "t.zstd", "codec": "zstd", "records_out": 10,
+                                         "latency_p99_seconds": p99, "latency_samples": samples,
+                                         "backlog_latency_samples": backlog}]}]}
+
+
+@pytest.mark.parametrize("p99,samples,backlog,cell", [
+    (0.25, 5, 0, "0.250 s"),
+    (0.25, 5, 1200, "0.250 s (1,200 backlog samples left out)"),
+    (None, 0, 1200, "backlog only"),  # a backfill: its age is not the pipeline's latency
+    (None, 0, 0, "-"),
+])
+def test_report_says_what_its_latency_is_of(p99, samples, backlog, cell):
+    md = status_markdown(from_status(_status_doc(p99, samples, backlog)))
+    header, _, row = md.splitlines()[:3]
+    assert "p99 latency (new records)" in header
+    assert f"| {cell} |" in row
