@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from transcoder.localkafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, resolve_jars
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from transcoder import __version__, config, logs, seed
+from transcoder import __version__, config, logs
+from transcoder.dev import seed
 from transcoder.codecs import CODECS
-from transcoder.localkafka import LocalKafka
-from transcoder.service import Service
+from transcoder.dev.local_kafka import LocalKafka
+from transcoder.service.runner import Service
 
 
 def _cpu() -> float:

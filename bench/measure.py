@@ -1,5 +1,6 @@
-"""Measuring one copy against the broker: destination progress, copier CPU over the copy, disk,
-end-to-end latency of a live trickle; and the producer/consumer passes of the 2017 tables."""
+"""Measuring one copy against the broker: destination progress and copier (and broker) CPU sampled
+over the copy, whence the whole and the warmed span's figures (bench.spans), disk, end-to-end
+latency of a live trickle; and the producer/consumer passes of the 2017 tables."""
 
 from __future__ import annotations
 
@@ -7,55 +8,71 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench import spans
 from bench.copiers import Running, process_cpu
 from bench.figures import ClientRun, CopyRun
-from transcoder import service, topics
-from transcoder.brokers import BrokerInfo
-from transcoder.stats import Window
+from bench.spans import WARM, Sample, WarmRule
+from transcoder.kafka.admin import describe, end_offsets
+from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.statistics import Window
 
 
 def record_count(admin: AdminClient, topic: str) -> int:
     """Records in a topic now (high - low watermarks over partitions); 0 while it does not exist."""
-    shape = topics.describe(admin, topic)
+    shape = describe(admin, topic)
     if shape is None:
         return 0
-    return sum(high - low for low, high in service.end_offsets(admin, {topic: shape}).values())
+    return sum(high - low for low, high in end_offsets(admin, {topic: shape}).values())
 
 
 def measure_copy(admin: AdminClient, info: BrokerInfo, running: Running, *, copier: str, codec: str,
                  records: int, uncompressed_bytes: int, launched: float, timeout: float,
-                 broker_pid: int | None = None, poll_s: float = 0.1) -> CopyRun:
-    """Wait until the destination holds `records`; CPU and time from its first record to its last.
+                 broker_pid: int | None = None, poll_s: float = 0.1, rule: WarmRule = WARM) -> CopyRun:
+    """Wait until the destination holds `records`, sampling it and the CPU every `poll_s`.
 
-    With `broker_pid` (a broker on this machine), the broker's CPU over the same span too.
+    Each sample is the destination's record count (end offsets), the copier's CPU seconds and, with
+    `broker_pid` (a broker on this machine), the broker's. From them (bench.spans): time and CPU over
+    the whole copy, from its first record in the destination to its last, and over the warmed span,
+    from the warm boundary of `rule` to the last record (the CPU at the boundary interpolated
+    between the samples around it).
     """
     deadline = time.monotonic() + timeout
-    first_t = first_cpu = first_broker = None
     seen: dict[int, float] = {}  # pid -> CPU last read: a process that exited keeps its total
-    while True:
-        now = time.monotonic()
-        n = record_count(admin, running.destination)
+
+    def cpu() -> float:
         for pid in running.pids:  # read before `failed` reaps an exited process (a zombie's stat holds its total)
             seen[pid] = max(seen.get(pid, 0.0), process_cpu(pid))
-        cpu = sum(seen.values())
+        return sum(seen.values())
+
+    samples: list[Sample] = []
+    while True:
+        # the count is read by two admin requests (ms to tens of ms): the sample is their midpoint,
+        # with the CPU read on both sides of them averaged
+        t0, cpu0 = time.monotonic(), cpu()
+        broker0 = process_cpu(broker_pid) if broker_pid else None
+        n = record_count(admin, running.destination)
+        t1, cpu1 = time.monotonic(), cpu()
+        broker1 = process_cpu(broker_pid) if broker_pid else None
         why = running.failed()
         if why:
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
-        if n > 0 and first_t is None:
-            first_t, first_cpu = now, cpu
-            first_broker = process_cpu(broker_pid) if broker_pid else None
+        if n > 0 or samples:  # from the first sample that sees a record in the destination on
+            broker = None if broker0 is None or broker1 is None else (broker0 + broker1) / 2
+            samples.append(Sample((t0 + t1) / 2, n, (cpu0 + cpu1) / 2, broker))
         if n >= records:
             break
-        if now > deadline:
+        if t1 > deadline:
             raise RuntimeError(f"{copier} ({codec}): {n:,} of {records:,} records in {running.destination} "
                                f"after {timeout:.0f} s")
         time.sleep(poll_s)
-    assert first_t is not None and first_cpu is not None
-    broker = process_cpu(broker_pid) - first_broker if broker_pid and first_broker is not None else None
+    whole = spans.whole_span(samples, records)
+    warm, note = spans.warmed_span(samples, records, rule)
+    first_t = next(s.t for s in samples if s.records > 0)
     disk = info.topic_sizes([running.destination])[running.destination]
     return CopyRun(copier=copier, codec=codec, records=records, uncompressed_bytes=uncompressed_bytes,
-                   seconds=max(now - first_t, poll_s), cpu_seconds=cpu - first_cpu,
-                   startup_seconds=first_t - launched, disk_bytes=disk, broker_cpu_seconds=broker)
+                   seconds=max(whole.seconds, poll_s), cpu_seconds=whole.cpu_seconds,
+                   startup_seconds=first_t - launched, disk_bytes=disk, broker_cpu_seconds=whole.broker_cpu_seconds,
+                   warm=warm, warm_note=note)
 
 
 def live_latency(bootstrap: str, source: str, destination: str, *, records: list[tuple[bytes | None, bytes]],

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from bench.copiers import process_cpu
 from transcoder import config, logs
-from transcoder.clients import connect_admin
-from transcoder.localkafka import LocalKafka
-from transcoder.service import Service
+from transcoder.kafka.clients import connect_admin
+from transcoder.dev.local_kafka import LocalKafka
+from transcoder.service.runner import Service
 
 
 # ---------------------------------------------------------------- pure: py-spy's collapsed stacks

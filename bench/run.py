@@ -20,12 +20,14 @@ import click
 import confluent_kafka
 from confluent_kafka.admin import NewTopic
 
-from bench import copiers, figures, measure
-from transcoder import __version__, seed
-from transcoder.brokers import BrokerInfo
-from transcoder.clients import connect_admin
-from transcoder.datagen import Record
-from transcoder.localkafka import DEFAULT_VERSION
+from bench import copiers, figures, measure, spans
+from bench.spans import WARM, WarmRule
+from transcoder import __version__
+from transcoder.dev import seed
+from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.clients import connect_admin
+from transcoder.dev.datagen import Record
+from transcoder.dev.local_kafka import DEFAULT_VERSION
 
 LATENCY_COPIERS = {"transcoder", "mm2", "mm2-default"}  # kcat does not carry timestamps
 
@@ -57,8 +59,10 @@ class Results:
 
 def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[str], chosen: list[str],
           partitions: int, latency_records: int, latency_rate: float, client_tables: bool,
-          broker_pid: int | None = None) -> Results:
+          broker_pid: int | None = None, rule: WarmRule = WARM) -> Results:
     """Seed once, copy with every copier and codec `runs` times; each copy copies exactly the seeded data.
+
+    Each copy is measured over its whole span and over its warmed span (`rule`, bench.spans).
 
     The latency trickle goes to a fresh live topic per copy, which the copier copies besides the
     dataset (one lane, one MM2 task): the dataset and the next copies stay as seeded. The trickle
@@ -103,7 +107,8 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
             try:
                 r = measure.measure_copy(admin, info, running, copier=copier, codec=codec, records=seeded.records,
                                          uncompressed_bytes=seeded.bytes, launched=launched,
-                                         timeout=max(300.0, seeded.records / 1000), broker_pid=broker_pid)
+                                         timeout=max(300.0, seeded.records / 1000), broker_pid=broker_pid,
+                                         rule=rule)
                 if live and running.live_destination:
                     p50, p99 = measure.live_latency(bootstrap, live, running.live_destination, records=trickle,
                                                     rate=latency_rate)
@@ -112,11 +117,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 running.stop()
                 admin.delete_topics(to_delete, operation_timeout=30)
             results.append(r)
-            broker = "" if r.broker_cpu_seconds is None else f" (broker {r.broker_cpu_seconds / r.records * 1e6:5.2f})"
-            click.echo(f"run {run} {codec:6} {copier:11} {r.records / r.seconds:>10,.0f} records/s "
-                       f"{r.cpu_seconds / r.records * 1e6:7.2f} CPU s/1M{broker}  "
-                       f"ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
-                       f"  p99 {'' if r.latency_p99 is None else f'{r.latency_p99 * 1000:.0f} ms'}", err=True)
+            click.echo(progress(r, run), err=True)
 
         produced: list[figures.ClientRun] = []
         consumed: list[figures.ClientRun] = []
@@ -133,6 +134,24 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
         admin.delete_topics([source], operation_timeout=30)
         info.close()
     return Results(seeded, results, produced, consumed)
+
+
+def progress(r: figures.CopyRun, run: int) -> str:
+    """One copy's line on stderr: whole copy, then the warmed span (or why there is none)."""
+    w = r.warm
+    broker = "" if r.broker_cpu_seconds is None else f" (broker {r.broker_cpu_seconds / r.records * 1e6:5.2f})"
+    if w is None:
+        warmed = ""
+    elif r.warm_note:
+        warmed = "  warmed: too short, whole copy"
+    else:
+        wb = "" if w.broker_cpu_per_1m is None else f" (broker {w.broker_cpu_per_1m:5.2f})"
+        warmed = (f"  warmed from {w.start:4.1f} s ({w.records / r.records:4.0%}): {w.records_per_s or 0:>10,.0f} "
+                  f"records/s {w.cpu_per_1m or 0:7.2f} CPU s/1M{wb}")
+    return (f"run {run} {r.codec:6} {r.copier:11} {r.records / r.seconds:>10,.0f} records/s "
+            f"{r.cpu_seconds / r.records * 1e6:7.2f} CPU s/1M{broker}{warmed}  "
+            f"ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
+            f"  p99 {'' if r.latency_p99 is None else f'{r.latency_p99 * 1000:.0f} ms'}")
 
 
 def machine() -> str:
@@ -156,10 +175,20 @@ def machine() -> str:
             f"Kafka broker and MirrorMaker 2 {DEFAULT_VERSION}; {java[0] if java else 'java ?'}; {kcat}")
 
 
+def _numbered(copies: list[figures.CopyRun]) -> Iterable[tuple[int, figures.CopyRun]]:
+    """(run number, copy): the n-th copy of a copier at a codec is its run n."""
+    seen: dict[tuple[str, str], int] = {}
+    for r in copies:
+        seen[(r.copier, r.codec)] = seen.get((r.copier, r.codec), 0) + 1
+        yield seen[(r.copier, r.codec)], r
+
+
 def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitions: int, command: str,
-           latency_records: int, latency_rate: float) -> str:
+           latency_records: int, latency_rate: float, rule: WarmRule = WARM) -> str:
     seeded, produced, consumed = res.seeded, res.produced, res.consumed
     summary = figures.summarise(res.copies)
+    short = figures.too_short(res.copies)
+    notes = [f"- {r.copier}, {r.codec}, run {i}: {r.warm_note}" for i, r in _numbered(res.copies) if r.warm_note]
     b = copiers.TRANSCODER_BATCHING
     parts = [
         f"# transcoder vs MirrorMaker 2 vs kcat — {dataset}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
@@ -179,10 +208,17 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "batch.size counts uncompressed bytes, the Java producer's counts estimated compressed bytes, so at the "
         "same batch.size a Java batch of compressible data holds more records.",
         "",
-        "Throughput and CPU cover the copy only: from the first record in the destination to the last "
-        "(start-up is its own column). CPU is the copier's whole processes (the JVM for MirrorMaker 2, "
-        "both kcat processes); broker CPU is the local broker's process over the same span, the load each "
-        "copier puts on it (n/a with -b). Latency: after the copy, a live trickle of "
+        "Throughput and CPU cover the copy only, over two spans (start-up is its own column). The whole copy: "
+        "from the first record in the destination to the last. The warmed span leaves out the copier's "
+        f"warm-up (MirrorMaker 2 is a JVM, whose JIT compiles its hot code while it copies): {rule.describe()}. "
+        "The destination's record count (end offsets) and the CPU are sampled every ~0.1 s during the copy; "
+        "the boundary and the CPU at it are interpolated between the samples around it. A copy whose warmed "
+        f"span would last under {rule.min_seconds:g} s or hold under {rule.min_fraction:.0%} of the records is "
+        "too short to warm: its warmed figures are its whole copy's (listed under Targets; raise --count). "
+        "CPU is the copier's whole processes (the JVM for MirrorMaker 2, "
+        "both kcat processes); broker CPU is the local broker's process over the same spans, the load each "
+        "copier puts on it (n/a with -b). MB/s, disk and the Cloudflare table are the whole copy's. "
+        "Latency: after the copy, a live trickle of "
         f"{latency_records:,} records at {latency_rate:,.0f}/s (the dataset's first records, stamped when produced) "
         "into a fresh topic the copier copies besides the dataset, from the record's timestamp to a consumer "
         "reading it from the destination (kcat carries no timestamps: n/a). Each copy copies exactly the seeded "
@@ -190,12 +226,19 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "",
         "## Copiers",
         "",
-        figures.copiers_table(summary, codecs),
+        figures.copiers_table(summary, codecs, short),
         "",
         "## Targets",
         "",
-        figures.verdict_lines(summary, codecs),
+        "Throughput and CPU per record are judged on the warmed span (steady state, the JVM's warm-up left "
+        "out); the whole copy's ratio is shown beside. The on-disk ratio is the whole destination's.",
         "",
+        figures.verdict_lines(summary, codecs, short),
+        "",
+        *([f"Too short to warm (warmed figures = whole copy; copies need {spans.min_copy_seconds(rule):g} s "
+            f"at a steady rate: --count {figures.count_to_warm(res.copies, rule) or 0:,} at least, more as a "
+            "copier speeds up once warm):", "", *notes, ""]
+          if notes else []),
         "## Cloudflare-style table (transcoder, one lane per codec)",
         "",
         figures.cloudflare_table(summary, codecs, seeded.records),

@@ -308,7 +308,7 @@ class Writer:
         log.warning("batch_refused_records_resent_alone", writer=self.name, records=len(refused),
                     destinations=sorted({f.destination for f in refused}), reason=refused[0].reason,
                     note="they land after records produced meanwhile")
-        for f in refused:
+        for i, f in enumerate(refused):
             m = f.message
             assert m is not None
             ts_type, ts = m.timestamp()
@@ -325,6 +325,9 @@ class Writer:
                     f.destination, m.value(), m.key(), m.partition(),
                     timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=m.headers(),
                     on_delivery=delivered)
+            except BufferError:  # its local queue is full: the rest go at the next poll, in order
+                self._refused[:0] = refused[i:]
+                return
             except KafkaException as exc:
                 self.failures.append(replace(f, code=exc.args[0].name(), reason=exc.args[0].str()))
 

@@ -62,7 +62,11 @@ class Ledger:
         h[offset] = h.get(offset, 0) + 1
 
     def release(self, source: Partition, offset: int) -> None:
-        h = self.held[source]
+        """The side delivery of `offset` is done. A partition forgotten meanwhile (revoked, lost) has
+        nothing to release: its new owner copies the record again from its last commit."""
+        h = self.held.get(source)
+        if h is None or offset not in h:
+            return
         h[offset] -= 1
         if not h[offset]:
             del h[offset]

@@ -132,12 +132,6 @@ def test_hold_below_pending():
     assert ledger.committable(SRC) == 3
 
 
-def test_release_of_an_offset_never_held_raises():
-    ledger = Ledger({"src": ("a",)})
-    with pytest.raises(KeyError):
-        ledger.release(SRC, 1)
-
-
 def test_hold_alone_is_not_committable():
     ledger = Ledger({"src": ("a",)})
     ledger.hold(SRC, 3)
@@ -275,3 +269,14 @@ class LedgerMachine(RuleBasedStateMachine):
 
 LedgerMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None, database=None)
 TestLedgerMachine = LedgerMachine.TestCase
+
+
+def test_release_of_a_forgotten_partition_is_a_no_op():
+    # a dead-letter or re-send report that arrives after its partition was revoked or lost
+    ledger = Ledger({"src": ("a",)})
+    ledger.hold(SRC, 4)
+    ledger.forget([SRC])
+    ledger.release(SRC, 4)
+    ledger.hold(SRC, 9)
+    ledger.release(SRC, 4)  # not held (any more): nothing to release, 9 stays held
+    assert ledger.held == {SRC: {9: 1}}
