@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import kafka.errors
+import structlog
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
@@ -71,3 +72,12 @@ def connect_admin(base: Mapping[str, Any], *, timeout: float = 10.0) -> tuple[Ad
             f"cannot reach Kafka at {bootstrap} within {timeout:g}s: {_why(conf, exc)}"
         ) from exc
     return admin, md
+
+
+def start_threads(client: Any) -> None:
+    """A metadata request makes a librdkafka client start its broker threads, so they can be attributed
+    to it (metrics.cpu); a client that cannot reach the cluster yet says so later, where it matters."""
+    try:
+        client.list_topics(timeout=10)
+    except KafkaException as exc:
+        structlog.get_logger("transcoder.clients").warning("metadata_request_failed", error=str(exc.args[0]))

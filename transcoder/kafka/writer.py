@@ -21,7 +21,7 @@ from transcoder.codecs import built_here
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import BatchProducer, Delivered
-from transcoder.kafka.clients import client_config
+from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka.statistics import TopicProduce, Window, producer_topics
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partitions import Partition
@@ -124,14 +124,6 @@ def batch_producer(config: Config, client_id: str, target: Target,
     )
 
 
-def _start_threads(client: Any) -> None:
-    """A metadata request makes a librdkafka client start its broker threads, so they can be attributed."""
-    try:
-        client.list_topics(timeout=10)
-    except KafkaException as exc:
-        log.warning("metadata_request_failed", error=str(exc.args[0]))
-
-
 class Writer:
     """Writes the records of some source topics to their destinations (the targets of one lane)."""
 
@@ -175,7 +167,7 @@ class Writer:
             else:
                 cb = self._delivery_callback(only, resend_refused=True)
                 p = create("produce", lambda t=target, cb=cb, c=client_id: Producer(producer_config(
-                    config, c, t, cb, self._on_producer_stats)), _start_threads)
+                    config, c, t, cb, self._on_producer_stats)), start_threads)
             self.producers.append(p)
             for s in target.sources:
                 self.routes[s].append((p.produce, target.topic_for(s)))

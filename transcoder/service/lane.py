@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
-from transcoder.kafka.clients import client_config
+from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka.statistics import consumer_lag
 from transcoder.kafka.writer import Writer
 from transcoder.metrics.cpu import ThreadLedger
@@ -72,19 +72,11 @@ class Lane:
         self.consumer = self.threads.create(
             (spec.name, "consume"),
             lambda: Consumer({**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}),
-            self._start_threads)
+            start_threads)
         self._assigned: set[Partition] = set()
         self._last_committed: dict[Partition, int] = {}
         self._paused = False
         self._closed = False
-
-    @staticmethod
-    def _start_threads(client: Any) -> None:
-        """A metadata request makes a client start its broker threads, so they can be attributed."""
-        try:
-            client.list_topics(timeout=10)
-        except KafkaException as exc:
-            log.warning("metadata_request_failed", error=str(exc.args[0]))
 
     # ------------------------------------------------------------------ callbacks (loop thread)
     def _on_consumer_stats(self, raw: str) -> None:
