@@ -204,13 +204,16 @@ def test_oversize_record_with_tolerance_all_goes_to_the_dlq(kafka, topic_factory
     assert sum(lane.status.dead_lettered for lane in service.lanes) == 1
 
 
-def _dest_count(admin, topic: str) -> int:
+def _dest_offsets(admin, topic: str) -> dict[int, tuple[int, int]]:
+    """partition -> (low, high) of a destination; {} before it exists."""
     from transcoder.kafka.admin import describe, end_offsets
 
     shape = describe(admin, topic)
-    if shape is None:
-        return 0
-    return sum(high - low for (low, high) in end_offsets(admin, {topic: shape}).values())
+    return {} if shape is None else {p: lh for (_, p), lh in end_offsets(admin, {topic: shape}).items()}
+
+
+def _dest_count(admin, topic: str) -> int:
+    return sum(high - low for low, high in _dest_offsets(admin, topic).values())
 
 
 def _start(path: str) -> subprocess.Popen:
@@ -267,7 +270,10 @@ def test_sigterm_drains_and_commits_what_was_copied(kafka, topic_factory, admin,
     kafka.throttle_producer(f"transcoder-{dest}", 500_000)
     try:
         p = _start(path)
-        _wait_for(lambda: _dest_count(admin, dest) > 2000)
+        # Both partitions under way (a lane can read thousands of one partition's records before the
+        # other's first fetch answers: a partition with nothing consumed has nothing to commit).
+        _wait_for(lambda: _dest_count(admin, dest) > 2000
+                  and min((h for _, h in _dest_offsets(admin, dest).values()), default=0) > 0)
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=120)
     finally:
