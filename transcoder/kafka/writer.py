@@ -195,51 +195,53 @@ class Writer:
         chunk: dict[Partition, list[tuple[int, int]]] = {}
         last: dict[Partition, int] = {}
         sent_bytes = in_bytes = n = 0
-        for m in msgs:
-            if m.error() is not None:
-                on_error(m.error())
-                continue
-            topic = m.topic()
-            partition = m.partition()
-            offset = m.offset()
-            key = m.key()
-            value = m.value()
-            headers = m.headers()
-            ts_type, ts = m.timestamp()
-            if ts_type == TIMESTAMP_NOT_AVAILABLE:
-                ts = 0
-            size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-            if headers:
-                for h_key, h_value in headers:
-                    size += len(h_key) + (len(h_value) if h_value is not None else 0)
-            in_bytes += size
-            entry = (offset, size)
-            for produce, dest in routes_of[topic]:
-                while True:
-                    try:
-                        produce(dest, value, key, partition, timestamp=ts, headers=headers)
-                    except BufferError:
-                        # The local queue is full: wait for deliveries, whose reports pop what was sent.
-                        ledger.sent(chunk, sent_bytes)
-                        chunk = {}
-                        sent_bytes = 0
-                        self.poll(0.05)
-                        continue
-                    except KafkaException as exc:
-                        e = exc.args[0]
-                        ledger.hold((topic, partition), offset)
-                        self.failures.append(Failure((topic, partition), offset, dest, e.name(), e.str(), m))
-                    else:
-                        q = chunk.get((dest, partition))
-                        if q is None:
-                            q = chunk[(dest, partition)] = []
-                        q.append(entry)
-                        sent_bytes += size
-                    break
-            last[(topic, partition)] = offset
-            n += 1
-        ledger.sent(chunk, sent_bytes)
-        ledger.consumed(last)
+        try:
+            for m in msgs:
+                if m.error() is not None:
+                    on_error(m.error())
+                    continue
+                topic = m.topic()
+                partition = m.partition()
+                offset = m.offset()
+                key = m.key()
+                value = m.value()
+                headers = m.headers()
+                ts_type, ts = m.timestamp()
+                if ts_type == TIMESTAMP_NOT_AVAILABLE:
+                    ts = 0
+                size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                if headers:
+                    for h_key, h_value in headers:
+                        size += len(h_key) + (len(h_value) if h_value is not None else 0)
+                in_bytes += size
+                entry = (offset, size)
+                for produce, dest in routes_of[topic]:
+                    while True:
+                        try:
+                            produce(dest, value, key, partition, timestamp=ts, headers=headers)
+                        except BufferError:
+                            # The local queue is full: wait for deliveries, whose reports pop what was sent.
+                            ledger.sent(chunk, sent_bytes)
+                            chunk = {}
+                            sent_bytes = 0
+                            self.poll(0.05)
+                            continue
+                        except KafkaException as exc:
+                            e = exc.args[0]
+                            ledger.hold((topic, partition), offset)
+                            self.failures.append(Failure((topic, partition), offset, dest, e.name(), e.str(), m))
+                        else:
+                            q = chunk.get((dest, partition))
+                            if q is None:
+                                q = chunk[(dest, partition)] = []
+                            q.append(entry)
+                            sent_bytes += size
+                        break
+                last[(topic, partition)] = offset
+                n += 1
+        finally:  # also when on_error raises: reports of what was produced must find it
+            ledger.sent(chunk, sent_bytes)
+            ledger.consumed(last)
         return n, in_bytes
 
     def _delivery_callback(self, only: str | None, *, resend_refused: bool

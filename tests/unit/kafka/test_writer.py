@@ -1,0 +1,68 @@
+"""transcoder.kafka.writer without a broker: librdkafka producers only queue locally here (nothing is sent)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+
+from transcoder import config as cfg
+from transcoder.errors import TranscoderError
+from transcoder.kafka.writer import Writer
+from transcoder.pipeline.routes import plan
+
+
+class Msg:
+    """The accessors of confluent_kafka.Message the writer reads."""
+
+    def __init__(self, topic: str, partition: int, offset: int, value: bytes | None = b"v", *,
+                 error: KafkaError | None = None) -> None:
+        self._t, self._p, self._o, self._v, self._e = topic, partition, offset, value, error
+
+    def error(self): return self._e
+    def topic(self): return self._t
+    def partition(self): return self._p
+    def offset(self): return self._o
+    def key(self): return b"k"
+    def value(self): return self._v
+    def headers(self): return [("h", b"12")]
+    def timestamp(self): return (TIMESTAMP_CREATE_TIME, 1_700_000_000_000 + self._o)
+
+
+class Metrics:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def writer(*codecs: str) -> Writer:
+    conf = cfg.parse({"cluster": {"bootstrap_servers": "127.0.0.1:1"},
+                      "routes": [{"source": "s", "destinations": [{"codec": c} for c in codecs]}]}, environ={})
+    spec = plan(conf, ["s"]).lanes
+    targets = tuple(t for lane in spec for t in lane.targets)
+    return Writer(conf, "l", targets, Metrics(), create=lambda part, make, start: make())
+
+
+def test_write_tells_the_ledger_every_record_to_every_destination():
+    w = writer("lz4", "zstd")
+    n, nbytes = w.write([Msg("s", 0, 5), Msg("s", 1, 9), Msg("s", 0, 6)], on_error=lambda e: None)
+    size = len(b"k") + len(b"v") + len(b"h") + len(b"12")
+    assert (n, nbytes) == (3, 3 * size)
+    assert {k: list(q) for k, q in w.ledger.pending.items()} == {
+        ("s.lz4", 0): [(5, size), (6, size)], ("s.zstd", 0): [(5, size), (6, size)],
+        ("s.lz4", 1): [(9, size)], ("s.zstd", 1): [(9, size)]}
+    assert w.ledger.in_flight_bytes == 6 * size
+    assert w.ledger.next_offset == {("s", 0): 7, ("s", 1): 10}
+    assert w.ledger.committable(("s", 0)) == 5  # nothing acknowledged yet
+
+
+def test_records_produced_before_a_consumer_error_are_in_the_ledger():
+    w = writer("lz4")
+
+    def fail(err: KafkaError) -> None:
+        raise TranscoderError(err.str())
+
+    broken = Msg("s", 0, 2, error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    with pytest.raises(TranscoderError):
+        w.write([Msg("s", 0, 0), Msg("s", 0, 1), broken, Msg("s", 0, 3)], on_error=fail)
+    # their delivery reports will pop these entries: they must be there
+    assert [off for off, _ in w.ledger.pending[("s.lz4", 0)]] == [0, 1]
+    assert w.ledger.next_offset == {("s", 0): 2}
