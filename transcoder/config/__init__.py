@@ -4,8 +4,17 @@ May import: transcoder.codecs, transcoder.errors. Both engines read this one mod
 """
 
 from transcoder.config.loading import ENV_PREFIX, load, parse
-from transcoder.config.model import Batch, Cluster, Config, Destination, ErrorsConfig, MetricsConfig, Route
+from transcoder.config.model import (
+    Batch,
+    Cluster,
+    Config,
+    Destination,
+    ErrorsConfig,
+    MetricsConfig,
+    Route,
+    SparkConfig,
+)
 from transcoder.config.secrets import SECRET_PROPERTIES
 
 __all__ = ["ENV_PREFIX", "SECRET_PROPERTIES", "Batch", "Cluster", "Config", "Destination", "ErrorsConfig",
-           "MetricsConfig", "Route", "load", "parse"]
+           "MetricsConfig", "Route", "SparkConfig", "load", "parse"]

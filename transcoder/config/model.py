@@ -188,6 +188,37 @@ class MetricsConfig(_Model):
     disk_interval_s: float = Field(default=60.0, ge=0)
 
 
+class SparkConfig(_Model):
+    """The Spark engine's own settings (`transcoder run --engine spark`); the rest of the config is shared."""
+
+    #: Spark master URL: local[*] (every core of this machine), local[N], spark://host:port, k8s://...
+    master: str = Field(default="local[*]", min_length=1)
+    #: Where the streaming queries keep their checkpoints (one per lane); default under the cache directory.
+    checkpoint_location: str | None = Field(default=None, min_length=1)
+    #: Micro-batch trigger interval; 0: the next micro-batch starts as soon as the previous one ends.
+    trigger_interval_ms: int = Field(default=0, ge=0)
+    #: Records read per partition set and micro-batch at most (Spark's maxOffsetsPerTrigger); None: all available.
+    max_offsets_per_trigger: PositiveInt | None = None
+    #: Extra Spark settings (spark.executor.memory, spark.sql.shuffle.partitions, ...).
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("master")
+    @classmethod
+    def _master(cls, v: str) -> str:
+        if not re.fullmatch(r"local(\[(\*|[1-9][0-9]*)\])?|(spark|k8s|mesos)://\S+|yarn", v):
+            raise ValueError(f"{v!r} is not a Spark master URL (local[*], local[N], spark://host:port, k8s://..., yarn)")
+        return v
+
+    @field_validator("conf")
+    @classmethod
+    def _conf(cls, v: dict[str, Any]) -> dict[str, Any]:
+        owned = sorted(k for k in v if k in ("spark.master", "spark.jars.packages", "spark.jars.ivy", "spark.jars.ivySettings"))
+        if owned:
+            hint = ": give the master URL as spark.master" if owned[0] == "spark.master" else ""
+            raise ValueError(f"{owned[0]} is set by transcoder itself{hint}")
+        return v
+
+
 class Config(_Model):
     cluster: Cluster
     destination_cluster: Cluster | None = None
@@ -203,6 +234,8 @@ class Config(_Model):
     commit_interval_ms: int = Field(default=1000, ge=50)
     #: On SIGTERM, how long to wait for in-flight records before giving up (nothing is committed past them).
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
+    #: The Spark engine's settings; ignored by the single-process service.
+    spark: SparkConfig = Field(default_factory=SparkConfig)
 
     @field_validator("start")
     @classmethod

@@ -1,0 +1,81 @@
+"""The Spark engine's pure parts: its config section, session settings and Kafka source options."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from transcoder import config as cfg
+from transcoder.errors import ConfigError
+from transcoder.spark import session
+from transcoder.spark.source import read_options
+
+
+def conf(**extra) -> cfg.Config:
+    return cfg.parse({"cluster": {"bootstrap_servers": "k:9092"},
+                      "routes": [{"source": "a", "destinations": [{"codec": "zstd"}]}], **extra}, environ={})
+
+
+def test_spark_section_defaults_and_validation():
+    s = conf().spark
+    assert (s.master, s.checkpoint_location, s.trigger_interval_ms, s.max_offsets_per_trigger, s.conf) == (
+        "local[*]", None, 0, None, {})
+    for master in ("local", "local[4]", "spark://h:7077", "k8s://https://api:6443", "yarn"):
+        assert conf(spark={"master": master}).spark.master == master
+    with pytest.raises(ConfigError, match=r"spark.master: 'lokal\[2\]' is not a Spark master URL"):
+        conf(spark={"master": "lokal[2]"})
+    with pytest.raises(ConfigError, match=r"spark.conf: spark.jars.packages is set by transcoder itself"):
+        conf(spark={"conf": {"spark.jars.packages": "x:y:1"}})
+    with pytest.raises(ConfigError, match=r"spark.trigger_interval_ms"):
+        conf(spark={"trigger_interval_ms": -1})
+    with pytest.raises(ConfigError, match=r"spark.bogus"):
+        conf(spark={"bogus": 1})
+
+
+def test_session_settings_pin_the_connector_to_pyspark_and_stay_on_loopback(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    s = session.settings(conf(spark={"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 4,
+                                                                      "spark.ui.enabled": False}}).spark,
+                         app_name="t", version="4.2.0")
+    assert s["spark.jars.packages"] == "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+    assert s["spark.jars.ivy"] == str(tmp_path / "transcoder" / "ivy")
+    settings_xml = (tmp_path / "transcoder" / "ivy" / "ivysettings.xml").read_text()
+    assert s["spark.jars.ivySettings"] == str(tmp_path / "transcoder" / "ivy" / "ivysettings.xml")
+    assert 'root="https://repo1.maven.org/maven2/"' in settings_xml and "spark-packages" not in settings_xml
+    assert (s["spark.master"], s["spark.driver.host"], s["spark.driver.bindAddress"]) == (
+        "local[2]", "127.0.0.1", "127.0.0.1")
+    assert (s["spark.sql.shuffle.partitions"], s["spark.ui.enabled"]) == ("4", "false")
+    remote = session.settings(conf(spark={"master": "spark://h:7077"}).spark, app_name="t", version="4.2.0")
+    assert "spark.driver.host" not in remote
+
+
+def test_pyspark_missing_is_one_line(monkeypatch):
+    from importlib import metadata
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(session.metadata, "version", missing)
+    with pytest.raises(ConfigError, match=r"^the Spark engine needs pyspark: pip install 'transcoder\[spark\]'$"):
+        session.pyspark_version()
+
+
+def test_read_options_follow_start_and_the_spark_section():
+    o = read_options(conf(), ["a", "b"])
+    assert o == {"kafka.bootstrap.servers": "k:9092", "subscribe": "a,b", "includeHeaders": "true",
+                 "kafka.isolation.level": "read_committed", "failOnDataLoss": "true", "startingOffsets": "earliest"}
+    o = read_options(conf(start="2026-01-01T00:00:00Z", spark={"max_offsets_per_trigger": 5000}), ["a"])
+    start = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    assert (o["startingTimestamp"], o["startingOffsetsByTimestampStrategy"], o["maxOffsetsPerTrigger"]) == (
+        str(start), "latest", "5000")
+    assert "startingOffsets" not in o
+
+
+def test_cluster_properties_not_translated_for_java_are_refused():
+    c = conf(cluster={"bootstrap_servers": "k:9092", "config": {"security.protocol": "SASL_SSL",
+                                                                "sasl.mechanism": "PLAIN"}})
+    o = read_options(c, ["a"])
+    assert (o["kafka.security.protocol"], o["kafka.sasl.mechanism"]) == ("SASL_SSL", "PLAIN")
+    with pytest.raises(ConfigError, match=r"cluster.config ssl.ca.location is not yet translated"):
+        read_options(conf(cluster={"bootstrap_servers": "k:9092", "config": {"ssl.ca.location": "/ca.pem"}}), ["a"])

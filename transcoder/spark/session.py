@@ -1,0 +1,105 @@
+"""The SparkSession of the Spark engine: Spark's Kafka connector resolved from Maven Central (through
+Ivy, into the cache), the config's master and settings, and one-line errors for what is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from transcoder.config import SparkConfig
+from transcoder.errors import ConfigError, TranscoderError
+
+#: Spark 4's Scala version: the connector's artifact carries it in its name.
+SCALA_VERSION = "2.13"
+
+
+def connector_coordinates(pyspark_version: str) -> str:
+    """Maven coordinates of Spark's Kafka connector for this pyspark (Spark does not mix versions)."""
+    return f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{pyspark_version}"
+
+
+def connector_jar(version: str) -> Path:
+    """Where Ivy leaves the connector's jar once resolved."""
+    return ivy_dir() / "jars" / f"org.apache.spark_spark-sql-kafka-0-10_{SCALA_VERSION}-{version}.jar"
+
+
+def ivy_dir() -> Path:
+    """Where Ivy keeps the connector's jars: the project's cache (resolved once, then offline)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "transcoder" / "ivy"
+
+
+#: Ivy settings that resolve from Maven Central only (Spark's default chain also asks spark-packages.org).
+_IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="central"/>
+  <caches defaultCacheDir="{cache}"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true" root="https://repo1.maven.org/maven2/"/>
+  </resolvers>
+</ivysettings>
+"""
+
+
+def ivy_settings() -> Path:
+    """The Ivy settings file (written once into the cache): Maven Central, the cache under ivy_dir()."""
+    path = ivy_dir() / "ivysettings.xml"
+    text = _IVY_SETTINGS.format(cache=ivy_dir() / "cache")
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
+def pyspark_version() -> str:
+    try:
+        return metadata.version("pyspark")
+    except metadata.PackageNotFoundError:
+        raise ConfigError("the Spark engine needs pyspark: pip install 'transcoder[spark]'") from None
+
+
+def settings(spark: SparkConfig, *, app_name: str, version: str) -> dict[str, str]:
+    """Every setting the session is built with; the config's own `conf` last (it may not set the master or
+    the connector: the config model refuses those keys)."""
+    return {
+        "spark.app.name": app_name,
+        "spark.master": spark.master,
+        "spark.jars.packages": connector_coordinates(version),
+        "spark.jars.ivy": str(ivy_dir()),
+        "spark.jars.ivySettings": str(ivy_settings()),
+        "spark.ui.showConsoleProgress": "false",
+        # A local master talks to itself on loopback only (this host's name may resolve elsewhere).
+        **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+           if spark.master.startswith("local") else {}),
+        **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.conf.items()},
+    }
+
+
+def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version: str | None = None) -> Any:
+    """A SparkSession (pyspark.sql.SparkSession) with the Kafka connector on its class path.
+
+    One line and a non-zero exit (TranscoderError) for: pyspark missing, Java missing, the connector not
+    resolvable from Maven Central (its coordinates named).
+    """
+    version = connector_version or pyspark_version()
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise ConfigError("the Spark engine needs Java 17 or newer: no `java` on the PATH and JAVA_HOME is not set")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in settings(spark, app_name=app_name, version=version).items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # py4j and pyspark raise plain exceptions
+        coordinates = connector_coordinates(version)
+        if not connector_jar(version).exists():  # Ivy could not fetch it: spark-submit exits at once
+            raise TranscoderError(f"cannot resolve Spark's Kafka connector {coordinates} from Maven Central (Ivy "
+                                  f"cache {ivy_dir()}); pin pyspark to a version whose connector is published "
+                                  "there") from exc
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TranscoderError(f"cannot start Spark (master {spark.master}): {first}") from exc
+    session.sparkContext.setLogLevel("WARN")
+    return session
