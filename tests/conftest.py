@@ -24,8 +24,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark `kafka` every test that needs the broker: it uses the `kafka` fixture, directly or through another
     fixture (admin, topic_factory, ...), so `pytest -m "not kafka"` runs exactly the tests that need none."""
     for item in items:
-        if "kafka" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "kafka" in names:
             item.add_marker(pytest.mark.kafka)
+        callspec = getattr(item, "callspec", None)
+        if "spark" in names or (callspec is not None and callspec.params.get("engine") == "spark"):
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +44,39 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(bootstrap=st.bootstrap, local=local)
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local SparkSession for the whole test session (Spark's start-up is the expensive part)."""
+    from transcoder.config import SparkConfig
+    from transcoder.spark import session
+
+    s = session.build(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": 2}),
+                      app_name="transcoder-tests")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(params=["service", "spark"])
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., object]:
+    """Each engine in turn, as `engine(config)` -> an object with run(until_caught_up=...), stop(), lanes,
+    metrics, serve() and status(): the service, or the Spark engine on the session's SparkSession (its
+    checkpoints in a fresh directory)."""
+    if request.param == "service":
+        from transcoder.service.runner import Service
+
+        return Service
+    from transcoder.spark.engine import SparkEngine
+
+    session = request.getfixturevalue("spark")
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+
+    def make(conf: object) -> object:
+        spark_conf = conf.spark.model_copy(update={"checkpoint_location": str(checkpoints)})  # type: ignore[attr-defined]
+        return SparkEngine(conf.model_copy(update={"spark": spark_conf}), spark=session)  # type: ignore[attr-defined]
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -37,7 +38,7 @@ def seed(kafka, topic: str, count: int, partitions: int | None = 2) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def sample(service: Service, name: str, **labels: str) -> float | None:
+def sample(service: Any, name: str, **labels: str) -> float | None:
     return service.metrics.registry.get_sample_value(name, labels)
 
 
@@ -56,10 +57,10 @@ def wait_for(predicate, timeout: float = 180.0) -> None:
         time.sleep(0.2)
 
 
-def test_reported_ratios_match_the_broker(kafka, topic_factory):
+def test_reported_ratios_match_the_broker(engine, kafka, topic_factory):
     source = topic_factory(partitions=2)
     seed(kafka, source, 150_000, partitions=None)
-    service = Service(make_config(kafka, source, [{"codec": "zstd"}, {"codec": "lz4"}, {"codec": "gzip"}]))
+    service = engine(make_config(kafka, source, [{"codec": "zstd"}, {"codec": "lz4"}, {"codec": "gzip"}]))
     service.run(until_caught_up=True)
 
     info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
@@ -89,10 +90,10 @@ def test_reported_ratios_match_the_broker(kafka, topic_factory):
 LIVE = 2_000  # records produced after the lanes started
 
 
-def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instance(kafka, topic_factory):
+def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instance(engine, kafka, topic_factory):
     source = topic_factory(partitions=2)
     seed(kafka, source, 40_000, partitions=None)
-    service = Service(make_config(kafka, source, [{"codec": "zstd"}, {"codec": "snappy"}]))
+    service = engine(make_config(kafka, source, [{"codec": "zstd"}, {"codec": "snappy"}]))
     port = service.serve(0)  # any free port
     url = f"http://127.0.0.1:{port}"
     assert get(url + "/readyz")[0] == 503  # pre-flight and provisioning not done: not ready
@@ -150,7 +151,7 @@ def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instanc
     service.endpoints.stop()
 
 
-def _run(service: Service, errors: list[BaseException]) -> None:
+def _run(service: Any, errors: list[BaseException]) -> None:
     try:
         service.run()
     except BaseException as exc:

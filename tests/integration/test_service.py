@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 import yaml
-from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from tests.support.cli import run_cli
@@ -57,7 +57,24 @@ def produce_mixed(producer_factory, topic: str, n: int, *, keyed_only: bool = Fa
     assert p.flush(60) == 0
 
 
-def test_every_codec_copies_every_record_exactly(kafka, topic_factory, producer_factory, read_topic, admin):
+def committed_offsets(runner, conf, lane: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """What a lane has committed: the service's consumer group, or the Spark engine's checkpoint."""
+    if isinstance(runner, Service):
+        c = Consumer({"bootstrap.servers": conf.cluster.bootstrap_servers, "group.id": next(
+            ln.spec.group_id for ln in runner.lanes if ln.spec.name == lane)})
+        try:
+            got = c.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        finally:
+            c.close()
+        return {(tp.topic, tp.partition): tp.offset for tp in got if tp.offset >= 0}
+    from transcoder.spark.checkpoints import CheckpointStore
+
+    location = next(ln.checkpoint for ln in runner.lanes if ln.spec.name == lane)
+    return {tp: o for tp, o in (CheckpointStore(runner.spark).committed(location) or {}).items() if tp in tps}
+
+
+def test_every_codec_copies_every_record_exactly(engine, kafka, topic_factory, producer_factory, read_topic,
+                                                 admin):
     plain = topic_factory(partitions=PARTITIONS)
     compacted = topic_factory(partitions=PARTITIONS, config={"cleanup.policy": "compact",
                                                             "min.cleanable.dirty.ratio": "0.9"})
@@ -69,7 +86,7 @@ def test_every_codec_copies_every_record_exactly(kafka, topic_factory, producer_
     destinations = [{"codec": c} for c in CODECS] + [{"codec": "zstd", "level": 9}, {"codec": "gzip", "level": 1},
                                                      {"codec": "zstd", "level": 19}]  # 19: batches built here
     conf = make_config(kafka, [{"source": t, "destinations": destinations} for t in (plain, compacted, appended)])
-    Service(conf).run(until_caught_up=True)
+    engine(conf).run(until_caught_up=True)
 
     for source in (plain, compacted, appended):
         want = read_topic(source)
@@ -94,7 +111,7 @@ def test_every_codec_copies_every_record_exactly(kafka, topic_factory, producer_
     assert admin.describe_configs([res])[res].result()["message.timestamp.type"].value == "CreateTime"
 
 
-def test_destination_batches_are_stored_with_the_configured_codec(kafka, topic_factory, producer_factory):
+def test_destination_batches_are_stored_with_the_configured_codec(engine, kafka, topic_factory, producer_factory):
     source = topic_factory(partitions=2)
     # Compressible records only: librdkafka sends a batch uncompressed when compressing would
     # not make it smaller, which is the producer's choice, not the broker's recompression.
@@ -102,7 +119,7 @@ def test_destination_batches_are_stored_with_the_configured_codec(kafka, topic_f
     destinations = [{"codec": c, "batch": {"max_bytes": 262144, "linger_ms": 50}} for c in CODECS]
     destinations += [{"codec": "zstd", "level": 12}, {"codec": "zstd", "level": 22, "batch": {"max_bytes": 262144}}]
     conf = make_config(kafka, [{"source": source, "destinations": destinations}])
-    Service(conf).run(until_caught_up=True)
+    engine(conf).run(until_caught_up=True)
     for d in conf.routes[0].destinations:
         for partition in range(2):
             batches = kafka.stored_batches(d.topic_for(source), partition)
@@ -168,25 +185,26 @@ def _oversize_source(topic_factory, producer_factory) -> tuple[str, bytes]:
     return source, big
 
 
-def test_oversize_record_with_tolerance_none_stops_naming_the_record(kafka, topic_factory, producer_factory,
-                                                                     consumer_factory):
+def test_oversize_record_with_tolerance_none_stops_naming_the_record(engine, kafka, topic_factory,
+                                                                     producer_factory):
     source, _ = _oversize_source(topic_factory, producer_factory)
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "none"}]}])
+    runner = engine(conf)
     with pytest.raises(DeliveryError, match=rf"record {source} \[0\] offset 5 could not be written to "
-                                            rf"{source}.none: .*tolerance=none"):
-        Service(conf).run(until_caught_up=True)
+                                            rf"{source}.none: .*tolerance=none") as failed:
+        runner.run(until_caught_up=True)
+    assert (failed.value.topic, failed.value.partition, failed.value.offset) == (source, 0, 5)
     # Nothing at or after the failed record is committed: a restart retries it.
-    c = consumer_factory(**{"group.id": f"{conf.group_id}.{source}.none"})
-    committed = c.committed([TopicPartition(source, 0)], timeout=10)[0].offset
-    assert 0 <= committed <= 5
+    assert committed_offsets(runner, conf, f"{source}.none", [(source, 0)]).get((source, 0), 0) <= 5
 
 
-def test_oversize_record_with_tolerance_all_goes_to_the_dlq(kafka, topic_factory, producer_factory, read_topic):
+def test_oversize_record_with_tolerance_all_goes_to_the_dlq(engine, kafka, topic_factory, producer_factory,
+                                                           read_topic):
     source, big = _oversize_source(topic_factory, producer_factory)
     dlq = f"{source}.dlq"
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "none"}, {"codec": "zstd"}]}],
                        errors={"tolerance": "all", "dlq_topic": dlq})
-    service = Service(conf)
+    service = engine(conf)
     service.run(until_caught_up=True)
     # zstd took all 11 records; `none` took the 10 that fit, and the big one is in the DLQ.
     assert [m.value() for m in read_topic(f"{source}.zstd")][5] == big
@@ -216,10 +234,10 @@ def _dest_count(admin, topic: str) -> int:
     return sum(high - low for low, high in _dest_offsets(admin, topic).values())
 
 
-def _start(path: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "transcoder", "run", "--config", path],
+def _start(path: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "transcoder", "run", "--config", path, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TRANSCODER_LOG_LEVEL": "info"})
+                            env={**os.environ, "TRANSCODER_LOG_LEVEL": "info"}, start_new_session=True)
 
 
 def _wait_for(predicate, timeout: float = 120.0) -> None:
@@ -229,25 +247,29 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def test_sigkill_mid_copy_then_restart_loses_nothing(kafka, topic_factory, read_topic, admin, tmp_path):
+@pytest.mark.parametrize("engine_name", ["service", pytest.param("spark", marks=pytest.mark.spark)])
+def test_sigkill_mid_copy_then_restart_loses_nothing(engine_name, kafka, topic_factory, read_topic, admin, tmp_path):
     source = topic_factory(partitions=3)
     proc = run_cli("seed", "--kind", "json-logs", "--count", "60000", "--topic", source, "-b", kafka.bootstrap,
                    "--headers")
     assert proc.returncode == 0, proc.stderr
-    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}])
+    # On Spark, micro-batches of 3 x 2000 records: some are committed to the checkpoint before the kill.
+    extra = {"spark": {"master": "local[2]", "checkpoint_location": str(tmp_path / "checkpoints"),
+                       "max_offsets_per_trigger": 6000}} if engine_name == "spark" else {}
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], **extra)
     dest = f"{source}.lz4"
     kafka.throttle_producer(f"transcoder-{dest}", 500_000)  # slow enough to be killed mid-copy
     try:
-        p = _start(path)
-        _wait_for(lambda: _dest_count(admin, dest) > 2000)
-        p.kill()
+        p = _start(path, "--engine", engine_name)
+        _wait_for(lambda: _dest_count(admin, dest) > 8000, timeout=180)
+        os.killpg(p.pid, signal.SIGKILL)  # the whole driver: with Spark, its JVM and Python workers too
         p.wait(30)
         copied_at_kill = _dest_count(admin, dest)
         assert copied_at_kill < 60000, "the copy finished before it could be killed"
     finally:
         kafka.throttle_producer(f"transcoder-{dest}", None)
 
-    proc = run_cli("run", "--config", path, "--until-caught-up")
+    proc = run_cli("run", "--config", path, "--until-caught-up", "--engine", engine_name)
     assert proc.returncode == 0, proc.stderr
     want = Counter(fingerprint(m) for m in read_topic(source))
     got_msgs = read_topic(dest)
@@ -258,6 +280,8 @@ def test_sigkill_mid_copy_then_restart_loses_nothing(kafka, topic_factory, read_
         values = [m.value() for m in got_msgs if m.partition() == partition]
         dedup = list(dict.fromkeys(values))
         assert dedup == [m.value() for m in read_topic(source) if m.partition() == partition]
+    if engine_name == "spark":  # the restart resumed from the checkpoint: it did not copy everything again
+        assert sum(got.values()) < 2 * 60000
 
 
 def test_sigterm_drains_and_commits_what_was_copied(kafka, topic_factory, admin, consumer_factory, tmp_path):
@@ -323,22 +347,20 @@ def test_a_slow_isolated_lane_does_not_slow_the_others(kafka, topic_factory, adm
     assert not errors
 
 
-def test_shared_lane_fans_out_and_commits_what_all_destinations_acknowledged(kafka, topic_factory,
-                                                                              producer_factory, read_topic,
-                                                                              consumer_factory):
+def test_shared_lane_fans_out_and_commits_what_all_destinations_acknowledged(engine, kafka, topic_factory,
+                                                                              producer_factory, read_topic):
     source = topic_factory(partitions=3)
     produce_mixed(producer_factory, source, 3000, partitions=3)
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd"}, {"codec": "snappy"}]}],
                        lanes="shared")
-    service = Service(conf)
+    service = engine(conf)
     service.run(until_caught_up=True)
     assert [lane.spec.name for lane in service.lanes] == ["shared"]
     want = [fingerprint(m) for m in read_topic(source)]
     for dest in (f"{source}.zstd", f"{source}.snappy"):
         assert [fingerprint(m) for m in read_topic(dest)] == want
-    c = consumer_factory(**{"group.id": conf.group_id})
-    committed = c.committed([TopicPartition(source, p) for p in range(3)], timeout=10)
-    assert sum(tp.offset for tp in committed) == 3000
+    committed = committed_offsets(service, conf, "shared", [(source, p) for p in range(3)])
+    assert committed == {(source, p): 1000 for p in range(3)}
 
 
 def test_backpressure_bounds_the_bytes_in_flight(kafka, topic_factory, admin):
@@ -470,7 +492,7 @@ def test_a_second_instance_rebalances_cooperatively_without_loss_or_duplicates(k
     assert got == want
 
 
-def test_start_at_a_timestamp_skips_older_records(kafka, topic_factory, producer_factory, read_topic):
+def test_start_at_a_timestamp_skips_older_records(engine, kafka, topic_factory, producer_factory, read_topic):
     source = topic_factory(partitions=2)
     t0 = int(time.time() * 1000) - 600_000
     p = producer_factory()
@@ -482,12 +504,12 @@ def test_start_at_a_timestamp_skips_older_records(kafka, topic_factory, producer
 
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "gzip"}]}],
                        start=datetime.fromtimestamp(start / 1000, tz=timezone.utc).isoformat())
-    Service(conf).run(until_caught_up=True)
+    engine(conf).run(until_caught_up=True)
     assert sorted(int(m.value()) for m in read_topic(f"{source}.gzip")) == list(range(500, 1000))
 
 
-def test_source_pattern_copies_matching_topics_and_never_its_own_output(kafka, topic_factory, producer_factory,
-                                                                        read_topic):
+def test_source_pattern_copies_matching_topics_and_never_its_own_output(engine, kafka, topic_factory,
+                                                                        producer_factory, read_topic):
     prefix = f"pat-{time.monotonic_ns()}"
     a = topic_factory(partitions=1, name=f"{prefix}-a")
     b = topic_factory(partitions=2, name=f"{prefix}-b")
@@ -495,7 +517,7 @@ def test_source_pattern_copies_matching_topics_and_never_its_own_output(kafka, t
     produce_mixed(producer_factory, a, 100, partitions=1)
     produce_mixed(producer_factory, b, 100, partitions=2)
     conf = make_config(kafka, [{"source_pattern": f"{prefix}-.*", "destinations": [{"codec": "zstd"}]}])
-    Service(conf).run(until_caught_up=True)
+    engine(conf).run(until_caught_up=True)
     for t in (a, b):
         assert [fingerprint(m) for m in read_topic(f"{t}.zstd")] == [fingerprint(m) for m in read_topic(t)]
     # A second run sees the .zstd topics matching the pattern and still does not copy them.
@@ -504,7 +526,7 @@ def test_source_pattern_copies_matching_topics_and_never_its_own_output(kafka, t
     assert sorted(prepared.plan.sources) == [a, b]
 
 
-def test_destination_cluster_is_used_for_destinations(kafka, topic_factory, producer_factory, read_topic):
+def test_destination_cluster_is_used_for_destinations(engine, kafka, topic_factory, producer_factory, read_topic):
     source = topic_factory(partitions=2)
     produce_mixed(producer_factory, source, 500, partitions=2)
     # The same broker, reached through a separately configured destination cluster.
@@ -512,5 +534,5 @@ def test_destination_cluster_is_used_for_destinations(kafka, topic_factory, prod
                        destination_cluster={"bootstrap_servers": kafka.bootstrap,
                                             "config": {"socket.keepalive.enable": True}})
     assert conf.target_cluster is conf.destination_cluster
-    Service(conf).run(until_caught_up=True)
+    engine(conf).run(until_caught_up=True)
     assert [fingerprint(m) for m in read_topic(f"{source}.lz4")] == [fingerprint(m) for m in read_topic(source)]

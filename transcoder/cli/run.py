@@ -42,16 +42,54 @@ def _print_plan(prepared: Any, conf: Any) -> None:
     console.print(f"lanes: {conf.lanes}, group ids: {', '.join(lane.group_id for lane in prepared.plan.lanes)}")
 
 
+ENGINE = click.option("--engine", type=click.Choice(["service", "spark"]), default="service", show_default=True,
+                      envvar="TRANSCODER_ENGINE",
+                      help="service: this process, a thread per lane; spark: one streaming query per lane on Spark "
+                           "(the config's spark: section).")
+MASTER = click.option("--master", default=None,
+                      help="Spark master URL for --engine spark (overrides spark.master; under spark-submit, "
+                           "spark-submit's own --master applies).")
+
+
+def _engine(conf: Any, engine: str, master: str | None) -> Any:
+    if engine == "spark":
+        from transcoder.spark.engine import SparkEngine
+
+        if master is not None:
+            from transcoder import config as cfg
+
+            conf = cfg.with_spark_master(conf, master)
+        return SparkEngine(conf)
+    if master is not None:
+        raise click.UsageError("--master applies to --engine spark only")
+    from transcoder.service.runner import Service
+
+    return Service(conf)
+
+
 @main.command()
 @click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
               envvar="TRANSCODER_CONFIG", help="The YAML config file.")
-def validate(config_path: Path) -> None:
-    """Run every pre-flight check and print the plan; copy nothing, create nothing."""
-    from transcoder.service.runner import Service
+@ENGINE
+@MASTER
+def validate(config_path: Path, engine: str, master: str | None) -> None:
+    """Run every pre-flight check and print the plan; copy nothing, create nothing.
 
+    With --engine spark, also start Spark (the Kafka connector resolved) and check each lane's checkpoint.
+    """
     conf = _load_config(config_path)
-    prepared = Service(conf).prepare(create=False)
-    _print_plan(prepared, conf)
+    runner = _engine(conf, engine, master)
+    prepared = runner.prepare(create=False)
+    _print_plan(prepared, runner.config)
+    if engine == "spark":
+        locations = runner.check_checkpoints(prepared, claim=False)
+        s = runner.config.spark
+        click.echo(f"spark: master {s.master}, trigger "
+                   f"{f'every {s.trigger_interval_ms} ms' if s.trigger_interval_ms else 'continuous micro-batches'}, "
+                   f"max_offsets_per_trigger {s.max_offsets_per_trigger or 'unbounded'}")
+        for lane, location in locations.items():
+            click.echo(f"checkpoint of lane {lane}: {location}")
+        runner.session().stop()
     click.echo("ok: every pre-flight check passed")
 
 
@@ -59,17 +97,19 @@ def validate(config_path: Path) -> None:
 @click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
               envvar="TRANSCODER_CONFIG", help="The YAML config file.")
 @click.option("--until-caught-up", is_flag=True,
-              help="Stop once every lane has copied and committed the source end offsets seen at start.")
-def run(config_path: Path, until_caught_up: bool) -> None:
+              help="Stop once every lane has copied and committed the source end offsets seen at start "
+                   "(on Spark: Trigger.AvailableNow).")
+@ENGINE
+@MASTER
+def run(config_path: Path, until_caught_up: bool, engine: str, master: str | None) -> None:
     """Copy the configured topics until signalled (SIGTERM/SIGINT drain, commit and exit 0)."""
     import signal
 
     import structlog
 
-    from transcoder.service.runner import Service
-
     conf = _load_config(config_path)
-    service = Service(conf)
+    service = _engine(conf, engine, master)
+    conf = service.config
     log = structlog.get_logger("transcoder")
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -78,7 +118,7 @@ def run(config_path: Path, until_caught_up: bool) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("service_starting", config=str(config_path), cluster=conf.cluster.redacted(), lanes=conf.lanes,
-             until_caught_up=until_caught_up)
+             until_caught_up=until_caught_up, engine=engine)
     service.serve()
     service.run(until_caught_up=until_caught_up)
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})

@@ -3,7 +3,7 @@
 May import: transcoder.codecs, transcoder.errors. Both engines read this one model.
 """
 
-from transcoder.config.loading import ENV_PREFIX, load, parse
+from transcoder.config.loading import ENV_PREFIX, load, parse, with_spark_master
 from transcoder.config.model import (
     Batch,
     Cluster,
@@ -17,4 +17,4 @@ from transcoder.config.model import (
 from transcoder.config.secrets import SECRET_PROPERTIES
 
 __all__ = ["ENV_PREFIX", "SECRET_PROPERTIES", "Batch", "Cluster", "Config", "Destination", "ErrorsConfig",
-           "MetricsConfig", "Route", "SparkConfig", "load", "parse"]
+           "MetricsConfig", "Route", "SparkConfig", "load", "parse", "with_spark_master"]

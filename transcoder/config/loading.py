@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from transcoder.config.model import Config
+from transcoder.config.model import Config, SparkConfig
 from transcoder.errors import ConfigError
 
 ENV_PREFIX = "TRANSCODER__"
@@ -88,3 +88,12 @@ def load(path: Path, *, environ: Mapping[str, str] | None = None) -> Config:
         at = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}:{at} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
     return parse(raw, source=str(path), environ=environ)
+
+
+def with_spark_master(config: Config, master: str) -> Config:
+    """The config with another Spark master (`--master`), validated as spark.master is."""
+    try:
+        spark = SparkConfig.model_validate({**config.spark.model_dump(), "master": master})
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, "--master")) from None
+    return config.model_copy(update={"spark": spark})

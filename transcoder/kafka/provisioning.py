@@ -5,12 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import structlog
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from transcoder.codecs import ZSTD_MIN_PRODUCE_VERSION, broker_recompresses
+from transcoder.config import Config
 from transcoder.errors import TopicError
 from transcoder.kafka.admin import TopicShape, create_topic, describe, describe_configs
+from transcoder.kafka.clients import connect_admin
+from transcoder.kafka.protocol import BrokerInfo
+from transcoder.pipeline import routes
 from transcoder.pipeline.routes import Plan
+
+log = structlog.get_logger("transcoder.provisioning")
 
 #: Source topic configs a destination inherits, so that a copy behaves like its source
 #: (compaction, retention, segment rolling, size limit).
@@ -152,3 +159,34 @@ def create_missing(dst: AdminClient, provision: Provision) -> list[str]:
                               config=d.create_configs), 30.0)
         created.append(d.topic)
     return created
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What pre-flight found and did, and the admin clients of both clusters (kept for the broker figures)."""
+
+    plan: Plan
+    provision: Provision
+    created: list[str]
+    src_admin: AdminClient
+    dst_admin: AdminClient
+
+
+def prepare(config: Config, *, create: bool) -> Prepared:
+    """Every pre-flight check of a config, for every engine; with `create`, also create missing destinations."""
+    src, src_md = connect_admin(config.cluster.librdkafka())
+    if config.destination_cluster is not None:
+        dst, _ = connect_admin(config.destination_cluster.librdkafka())
+    else:
+        dst = src
+    info = BrokerInfo(config.target_cluster.librdkafka())
+    try:
+        produce_version = info.max_produce_version()
+    finally:
+        info.close()
+    plan = routes.plan(config, src_md.topics)
+    provision = preflight(src, dst, plan, dlq_topic=config.errors.dlq_topic, max_produce_version=produce_version)
+    created = create_missing(dst, provision) if create else []
+    for name in created:
+        log.info("topic_created", topic=name)
+    return Prepared(plan=plan, provision=provision, created=created, src_admin=src, dst_admin=dst)

@@ -4,24 +4,19 @@ from __future__ import annotations
 
 import gc
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from confluent_kafka.admin import AdminClient
 
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.admin import end_offsets
-from transcoder.kafka.clients import connect_admin
-from transcoder.kafka.protocol import BrokerInfo
-from transcoder.kafka.provisioning import Provision, create_missing, preflight
+from transcoder.kafka.provisioning import Prepared, prepare
 from transcoder.metrics import status
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.endpoints import Endpoints
 from transcoder.metrics.registry import Metrics
-from transcoder.pipeline import routes
 from transcoder.service.lane import Lane
 
 log = structlog.get_logger("transcoder.service")
@@ -31,15 +26,6 @@ log = structlog.get_logger("transcoder.service")
 #: the default gen-0 threshold (700 allocations) the collector ran every ~200 records and took 12%
 #: of a lane thread's CPU (bench/results/2026-11-22-nginx.md). Cycles are still collected, 140x less often.
 GC_THRESHOLDS = (100_000, 20, 100)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    plan: routes.Plan
-    provision: Provision
-    created: list[str]
-    src_admin: AdminClient
-    dst_admin: AdminClient
 
 
 class Service:
@@ -59,23 +45,7 @@ class Service:
 
     def prepare(self, *, create: bool) -> Prepared:
         """Every pre-flight check; with `create`, also create missing destination topics."""
-        src, src_md = connect_admin(self.config.cluster.librdkafka())
-        if self.config.destination_cluster is not None:
-            dst, _ = connect_admin(self.config.destination_cluster.librdkafka())
-        else:
-            dst = src
-        info = BrokerInfo(self.config.target_cluster.librdkafka())
-        try:
-            produce_version = info.max_produce_version()
-        finally:
-            info.close()
-        plan = routes.plan(self.config, src_md.topics)
-        provision = preflight(src, dst, plan, dlq_topic=self.config.errors.dlq_topic,
-                              max_produce_version=produce_version)
-        created = create_missing(dst, provision) if create else []
-        for name in created:
-            log.info("topic_created", topic=name)
-        return Prepared(plan=plan, provision=provision, created=created, src_admin=src, dst_admin=dst)
+        return prepare(self.config, create=create)
 
     def stop(self) -> None:
         """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""

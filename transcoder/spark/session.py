@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -60,19 +61,28 @@ def pyspark_version() -> str:
         raise ConfigError("the Spark engine needs pyspark: pip install 'transcoder[spark]'") from None
 
 
-def settings(spark: SparkConfig, *, app_name: str, version: str) -> dict[str, str]:
+def under_spark_submit() -> bool:
+    """True when spark-submit (or spark-operator, through it) started this driver: its --master and
+    --packages are already in the JVM's configuration, and win over the config's."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def settings(spark: SparkConfig, *, app_name: str, version: str, submitted: bool = False) -> dict[str, str]:
     """Every setting the session is built with; the config's own `conf` last (it may not set the master or
-    the connector: the config model refuses those keys)."""
-    return {
-        "spark.app.name": app_name,
+    the connector: the config model refuses those keys). Under spark-submit, its master and packages stay."""
+    own = {} if submitted else {
         "spark.master": spark.master,
         "spark.jars.packages": connector_coordinates(version),
         "spark.jars.ivy": str(ivy_dir()),
         "spark.jars.ivySettings": str(ivy_settings()),
-        "spark.ui.showConsoleProgress": "false",
         # A local master talks to itself on loopback only (this host's name may resolve elsewhere).
         **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
            if spark.master.startswith("local") else {}),
+    }
+    return {
+        "spark.app.name": app_name,
+        **own,
+        "spark.ui.showConsoleProgress": "false",
         **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.conf.items()},
     }
 
@@ -88,8 +98,13 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
         raise ConfigError("the Spark engine needs Java 17 or newer: no `java` on the PATH and JAVA_HOME is not set")
     from pyspark.sql import SparkSession
 
+    submitted = under_spark_submit()
+    if not submitted and spark.master.startswith("local"):
+        # Local Python workers run this interpreter (pyspark's default is `python3` on the PATH, which may
+        # not have transcoder and its clients).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in settings(spark, app_name=app_name, version=version).items():
+    for key, value in settings(spark, app_name=app_name, version=version, submitted=submitted).items():
         builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()

@@ -1,0 +1,365 @@
+"""The Spark engine's driver: the service's pre-flight and provisioning, one streaming query per lane
+(Spark's Kafka source, checkpointed), the project's writer in the executors, and the service's
+metrics vocabulary, health and /status fed from the tasks' tallies and the queries' progress.
+
+Delivery is at-least-once: a micro-batch is committed to its lane's checkpoint only after every task
+returned with each record acknowledged by every destination (or dead-lettered). A driver killed at
+any point resumes from the last committed micro-batch: no gap; the records of the micro-batch it
+was writing may be written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from transcoder import errors
+from transcoder.config import Config
+from transcoder.errors import TranscoderError
+from transcoder.kafka.admin import end_offsets
+from transcoder.kafka.provisioning import Prepared, prepare
+from transcoder.metrics import status
+from transcoder.metrics.broker_figures import BrokerFigures
+from transcoder.metrics.endpoints import Endpoints
+from transcoder.metrics.registry import LaneMetrics, Metrics
+from transcoder.metrics.status import LaneStatus
+from transcoder.pipeline.partitions import Partition
+from transcoder.pipeline.routes import LaneSpec
+from transcoder.spark import checkpoints, session, sink
+from transcoder.spark.source import read_options
+
+log = structlog.get_logger("transcoder.spark")
+
+
+@dataclass
+class SparkLane:
+    """One lane on Spark: a streaming query over its sources, writing every target from each micro-batch."""
+
+    spec: LaneSpec
+    metrics: LaneMetrics
+    status: LaneStatus
+    checkpoint: str
+    query: Any = None
+    failure: TranscoderError | None = None
+    batches: int = 0
+    #: destination topic -> cumulative uncompressed record bytes produced (librdkafka txbytes, over executors)
+    record_bytes: dict[str, int] = field(default_factory=dict)
+    #: source partition -> timestamp (ms) of the last record of the last committed micro-batch
+    committed_ts: dict[Partition, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fold(self, tallies: list[sink.Tally], cpu: dict[tuple[str, str], float]) -> None:
+        """One micro-batch's task tallies into the lane's metrics and status (the service's vocabulary)."""
+        st, m = self.status, self.metrics
+        with self.lock:
+            for t in tallies:
+                st.records += t.records
+                st.source_bytes += t.source_bytes
+                m.records(t.records, t.source_bytes)
+                for (dest, codec), n in t.acked.items():
+                    st.acked[dest] = st.acked.get(dest, 0) + n
+                    m.acked(dest, codec, n)
+                for (dest, codec), windows in t.produced_windows.items():
+                    for batch_bytes, batch_records, record_bytes in windows:
+                        total = self.record_bytes[dest] = self.record_bytes.get(dest, 0) + record_bytes
+                        m.produced(dest, codec, batch_bytes, batch_records, total)
+                for dest, seconds in t.latencies.items():
+                    for s in seconds:
+                        m.latency(dest, s)
+                for dest, n in t.backlog.items():
+                    for _ in range(n):
+                        m.backfill(dest)
+                for reason, n in t.errors.items():
+                    for _ in range(n):
+                        m.error(reason)
+                for _ in range(t.dead_lettered_records):
+                    m.dead_lettered()
+                st.dead_lettered += t.dead_lettered_records
+                key = (self.spec.name, "produce")
+                cpu[key] = cpu.get(key, 0.0) + t.cpu_seconds
+            self.batches += 1
+            if not any(t.fatal for t in tallies):
+                for t in tallies:
+                    for tp, (_, last, ts) in t.ranges.items():
+                        st.committed[tp] = max(st.committed.get(tp, 0), last + 1)
+                        self.committed_ts[tp] = ts
+            st.last_loop = time.monotonic()
+
+
+class SparkEngine:
+    """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession."""
+
+    def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.spark = spark
+        self._owns_session = spark is None
+        self.lanes: list[SparkLane] = []
+        self.stop_event = threading.Event()
+        self.endpoints: Endpoints | None = None
+        self.brokers: BrokerFigures | None = None
+        #: (lane, part) -> CPU seconds: produce (the executors' Python writers), consume (executor JVM tasks)
+        self.cpu: dict[tuple[str, str], float] = {}
+        self._stage_cpu: dict[int, tuple[str, float]] = {}  # stage id -> (lane, executor CPU seconds)
+        self.start_ms = time.time() * 1000
+        self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
+
+    # ------------------------------------------------------------------ the service's surface
+    def cpu_by_lane(self) -> dict[tuple[str, str], float]:
+        return dict(self.cpu)
+
+    def stop(self) -> None:
+        """Ask every query to stop after its current micro-batch. Safe from a signal handler: it sets a flag."""
+        self.stop_event.set()
+
+    def serve(self, port: int | None = None) -> int | None:
+        if port is None:
+            port = self.config.metrics.port
+            if not port:
+                return None
+        self.endpoints = Endpoints(self.metrics.registry, healthy=self.healthy, ready=self.ready, status=self.status)
+        bound = self.endpoints.start(self.config.metrics.host, port)
+        log.info("endpoints_serving", port=bound, paths=["/metrics", "/healthz", "/readyz", "/status"])
+        return bound
+
+    def healthy(self) -> tuple[bool, str]:
+        return status.healthy([ln.status for ln in self.lanes],
+                              status.stuck_after(self.config.shutdown_timeout_s, self.config.commit_interval_ms))
+
+    def ready(self) -> tuple[bool, str]:
+        return status.ready([ln.status for ln in self.lanes])
+
+    def status(self) -> dict[str, Any]:
+        return status.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
+                               lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
+                               brokers=self.brokers, health=self.healthy, readiness=self.ready)
+
+    def prepare(self, *, create: bool) -> Prepared:
+        return prepare(self.config, create=create)
+
+    def session(self) -> Any:
+        if self.spark is None:
+            self.spark = session.build(self.config.spark, app_name=f"transcoder-{self.config.group_id}")
+        return self.spark
+
+    def check_checkpoints(self, prepared: Prepared, *, claim: bool) -> dict[str, str]:
+        """lane -> checkpoint location; ConfigError if one was written by another config (claimed if `claim`)."""
+        store = checkpoints.CheckpointStore(self.session())
+        out = {}
+        for spec in prepared.plan.lanes:
+            location = checkpoints.lane_location(self.config, spec)
+            if claim:
+                store.claim(location, spec)
+            else:
+                found = store.read(location)
+                problem = found and checkpoints.mismatch(location, found, checkpoints.mark(spec))
+                if problem:
+                    raise TranscoderError(problem)
+            out[spec.name] = location
+        return out
+
+    # ------------------------------------------------------------------ running
+    def run(self, *, until_caught_up: bool = False) -> Prepared:
+        prepared = self.prepare(create=True)
+        spark = self.session()
+        try:
+            locations = self.check_checkpoints(prepared, claim=True)
+            store = checkpoints.CheckpointStore(spark)
+            lows = end_offsets(prepared.src_admin, prepared.provision.sources)
+            for spec in prepared.plan.lanes:
+                assigned = sorted((s, p) for s in spec.sources for p in range(prepared.provision.sources[s].partitions))
+                st = LaneStatus(name=spec.name, group_id=spec.group_id, assigned=assigned,
+                                acked={t.topic_for(s): 0 for t in spec.targets for s in t.sources},
+                                destinations={t.topic_for(s): (s, t.destination.label)
+                                              for t in spec.targets for s in t.sources})
+                st.committed = self._resumes_at(store.committed(locations[spec.name]), assigned, lows)
+                self.lanes.append(SparkLane(spec, self.metrics.lane(spec.name), st, locations[spec.name]))
+            poller = None
+            if self.config.metrics.disk_interval_s:
+                self.brokers = BrokerFigures(self.config, prepared.plan, prepared.provision, prepared.dst_admin,
+                                             self.metrics)
+                poller = threading.Thread(target=self.brokers.run, args=(self.stop_event, self._lanes_done),
+                                          name="broker-figures", daemon=True)
+                poller.start()
+            for lane in self.lanes:
+                self._start(spark, lane, until_caught_up=until_caught_up)
+            self._watch(prepared)
+            self.stop_event.set()
+            if poller is not None:
+                poller.join(60)
+        finally:
+            for lane in self.lanes:
+                if lane.query is not None and lane.query.isActive:
+                    lane.query.stop()
+            if self._owns_session:
+                spark.stop()
+        failed = [ln for ln in self.lanes if ln.status.state == "failed"]
+        if failed:
+            first = failed[0]
+            raise first.failure or TranscoderError(f"lane {first.spec.name}: {first.status.error}")
+        return prepared
+
+    def _resumes_at(self, committed: dict[Partition, int] | None, assigned: list[Partition],
+                    ends: dict[Partition, tuple[int, int]]) -> dict[Partition, int]:
+        """Where each partition's copy stands before the first micro-batch: the checkpoint's last committed
+        offsets; for a new checkpoint, `start` (earliest: the low watermark, latest: the high one)."""
+        if committed is not None:
+            return {tp: committed[tp] for tp in assigned if tp in committed}
+        if self.config.start == "earliest":
+            return {tp: ends[tp][0] for tp in assigned if tp in ends}
+        if self.config.start == "latest":
+            return {tp: ends[tp][1] for tp in assigned if tp in ends}
+        return {}  # a start timestamp: known once the first micro-batch is planned
+
+    def _start(self, spark: Any, lane: SparkLane, *, until_caught_up: bool) -> None:
+        spec, config = lane.spec, self.config
+        fingerprint = json.dumps(checkpoints.mark(spec), sort_keys=True) + config.model_dump_json()
+        write = sink.task_function(config, fingerprint, spec, self.start_ms)
+        context = spark.sparkContext
+        cpu = self.cpu
+
+        def on_batch(df: Any, batch_id: int) -> None:
+            context.setJobGroup(f"transcoder-{spec.name}", f"transcoder lane {spec.name} micro-batch {batch_id}")
+            rows = df.selectExpr(*sink.COLUMNS).mapInArrow(write, sink.RESULT_SCHEMA).collect()
+            tallies = [pickle.loads(r.tally) for r in rows]
+            lane.fold(tallies, cpu)
+            fatal = next((t for t in tallies if t.fatal), None)
+            if fatal is not None:
+                f = fatal.fatal_fields
+                kind = getattr(errors, fatal.fatal_type, TranscoderError)
+                kind = kind if isinstance(kind, type) and issubclass(kind, TranscoderError) else TranscoderError
+                lane.failure = kind(fatal.fatal or "", topic=f.get("topic"), partition=f.get("partition"),
+                                    offset=f.get("offset"), kafka_error=f.get("kafka_error"))
+                raise lane.failure  # the micro-batch is not committed: a restart writes it again
+
+        reader = spark.readStream.format("kafka").options(**read_options(config, list(spec.sources)))
+        writer = (reader.load().writeStream.queryName(f"transcoder-{spec.name}")
+                  .option("checkpointLocation", lane.checkpoint).foreachBatch(on_batch))
+        if until_caught_up:
+            writer = writer.trigger(availableNow=True)
+        elif config.spark.trigger_interval_ms:
+            writer = writer.trigger(processingTime=f"{config.spark.trigger_interval_ms} milliseconds")
+        lane.query = writer.start()
+        lane.status.state = "running"
+        lane.metrics.running(True)
+        log.info("lane_started", lane=spec.name, engine="spark", master=config.spark.master,
+                 checkpoint=lane.checkpoint, sources=list(spec.sources),
+                 destinations=[f"{t.name} ({t.destination.label})" for t in spec.targets])
+
+    def _lanes_done(self) -> bool:
+        return bool(self.lanes) and all(ln.status.state in ("caught-up", "stopped", "failed") for ln in self.lanes)
+
+    def _watch(self, prepared: Prepared) -> None:
+        """Follow the queries until each ends (caught up, stopped or failed): lag, CPU, health, stop requests."""
+        interval = self.config.metrics.stats_interval_ms / 1000
+        next_figures = 0.0
+        stop_asked: float | None = None
+        while not self._lanes_done():
+            now = time.monotonic()
+            if self.stop_event.is_set() and stop_asked is None:
+                stop_asked = now
+                log.info("spark_stopping", note="each query stops after its current micro-batch")
+            for lane in self.lanes:
+                self._follow(lane, stop_asked)
+            if now >= next_figures:
+                self._figures(prepared)
+                next_figures = now + interval
+            time.sleep(0.2)
+        self._figures(prepared)  # the last figures, after every query ended
+
+    def _follow(self, lane: SparkLane, stop_asked: float | None) -> None:
+        st, q = lane.status, lane.query
+        if st.state in ("caught-up", "stopped", "failed"):
+            return
+        if q.isActive:
+            st.last_loop = time.monotonic()  # Spark runs the loop; a live query is a turning loop
+            if stop_asked is not None:
+                busy = q.status.get("isTriggerActive", False)
+                if not busy or time.monotonic() - stop_asked > self.config.shutdown_timeout_s:
+                    q.stop()
+            return
+        exc = q.exception()
+        lane.metrics.running(False)
+        if exc is None:
+            st.state = "stopped" if stop_asked is not None else "caught-up"
+            log.info("lane_stopped" if stop_asked else "lane_caught_up", lane=lane.spec.name, records=st.records,
+                     micro_batches=lane.batches)
+            return
+        st.state = "failed"
+        if lane.failure is None:
+            first = (str(exc.desc) if hasattr(exc, "desc") else str(exc)).strip().splitlines()
+            lane.failure = TranscoderError(f"lane {lane.spec.name}: the Spark query failed: "
+                                           f"{first[0] if first else type(exc).__name__}")
+        st.error = str(lane.failure)
+        log.error("lane_failed", lane=lane.spec.name, error=st.error, **lane.failure.fields())
+        self.stop_event.set()  # the other lanes stop after their micro-batch
+
+    def _figures(self, prepared: Prepared) -> None:
+        """Lag from the committed offsets (the last micro-batch's end) and the source's end offsets; executor CPU."""
+        for lane in self.lanes:
+            q = lane.query
+            progress = q.lastProgress if q is not None else None
+            if progress:
+                with lane.lock:
+                    for source in progress.get("sources", []):
+                        ends = source.get("endOffset")
+                        ends = json.loads(ends) if isinstance(ends, str) else ends
+                        for topic, parts in (ends or {}).items():
+                            for p, off in parts.items():
+                                lane.status.committed[(topic, int(p))] = int(off)
+        try:
+            highs = end_offsets(prepared.src_admin, prepared.provision.sources)
+        except TranscoderError as exc:
+            log.warning("lag_unavailable", error=str(exc))
+            highs = {}
+        now_ms = time.time() * 1000
+        for lane in self.lanes:
+            for tp in lane.status.assigned:
+                committed = lane.status.committed.get(tp)
+                if committed is None or tp not in highs:
+                    continue
+                lag = max(0, highs[tp][1] - committed)
+                ts = lane.committed_ts.get(tp)
+                seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
+                lane.status.lag[tp] = (lag, seconds)
+                lane.metrics.lag(tp[0], tp[1], lag, seconds)
+        self._executor_cpu()
+
+    def _executor_cpu(self) -> None:
+        """Executor CPU of each lane's tasks (JVM: reading Kafka, Arrow), from Spark's status REST API."""
+        context = self.spark.sparkContext if self.spark is not None else None
+        url = context.uiWebUrl if context is not None else None
+        if not url:
+            return
+        api = f"{url}/api/v1/applications/{context.applicationId}"
+        try:
+            jobs = _get_json(f"{api}/jobs")
+            stages = {s["stageId"]: s for s in _get_json(f"{api}/stages?status=complete")}
+        except (OSError, ValueError) as exc:
+            log.debug("executor_cpu_unavailable", error=str(exc))
+            return
+        for job in jobs:
+            group = job.get("jobGroup") or ""
+            if not group.startswith("transcoder-"):
+                continue
+            for sid in job.get("stageIds", []):
+                s = stages.get(sid)
+                if s is not None and sid not in self._stage_cpu:
+                    self._stage_cpu[sid] = (group.removeprefix("transcoder-"), s.get("executorCpuTime", 0) / 1e9)
+        per_lane: dict[str, float] = {}
+        for lane_name, seconds in self._stage_cpu.values():
+            per_lane[lane_name] = per_lane.get(lane_name, 0.0) + seconds
+        for lane_name, seconds in per_lane.items():
+            self.cpu[(lane_name, "consume")] = seconds
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - the driver's own UI, http on loopback
+        return json.loads(resp.read())
