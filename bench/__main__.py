@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--count", type=int, default=1_000_000, show_default=True, help="Records in the dataset.")
 @click.option("--runs", type=int, default=3, show_default=True)
 @click.option("--codecs", default=",".join(CODECS), show_default=True)
-@click.option("--copiers", "copier_names", default="transcoder,mm2,mm2-default,kcat", show_default=True)
+@click.option("--copiers", "copier_names", default="transcoder,mm2,mm2-default,kcat", show_default=True,
+              help=f"Of {', '.join(figures.COPIERS)}; spark-localN: `transcoder run --engine spark` on local[N].")
 @click.option("--partitions", type=int, default=1, show_default=True,
               help="Source partitions (MirrorMaker 2 runs one task, transcoder one lane).")
 @click.option("--latency-records", type=int, default=5000, show_default=True)
@@ -64,7 +65,7 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
     logs.configure("warning")
     codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
     chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
-    bad = [c for c in codec_list if c not in CODECS] + [c for c in chosen if c not in figures.COPIERS[:4]]
+    bad = [c for c in codec_list if c not in CODECS] + [c for c in chosen if c not in figures.COPIERS]
     if bad:
         raise click.UsageError(f"unknown codec or copier: {', '.join(bad)}")
     data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count,

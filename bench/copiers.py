@@ -41,10 +41,12 @@ class Running:
     log: Path | None = None
     finite: bool = False  # the copier exits by itself once done (exit status 0 is success)
     live_destination: str | None = None  # where it copies the live topic (the latency trickle) to
+    tree: bool = False  # its CPU is its processes' and all their descendants' (Spark: the JVM, Python workers)
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
+        roots = [p.pid for p in self.procs]
+        return [d for r in roots for d in descendants(r)] if self.tree else roots
 
     def failed(self) -> str | None:
         """Why a copier process exited early, or None while all run."""
@@ -68,6 +70,24 @@ class Running:
                 p.wait()
 
 
+def descendants(pid: int) -> list[int]:
+    """A process and all its live descendants (/proc/<pid>/task/<tid>/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+            except (OSError, ValueError):
+                continue
+    return out
+
+
 def process_cpu(pid: int) -> float:
     """utime + stime of a live process, in seconds (0 once it is gone)."""
     try:
@@ -80,8 +100,9 @@ def process_cpu(pid: int) -> float:
 
 # ---------------------------------------------------------------- transcoder
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
-                     workdir: Path, tag: str, live: str | None = None) -> Running:
-    """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching)."""
+                     workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None) -> Running:
+    """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching); with
+    `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`)."""
     routes = [(source, destination)] + ([(live, f"{live}.copy")] if live else [])
     conf = {
         "cluster": {"bootstrap_servers": bootstrap},
@@ -93,13 +114,17 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
         }]} for s, d in routes],
         "metrics": {"port": 0},
     }
+    if spark_master is not None:
+        conf["spark"] = {"master": spark_master, "checkpoint_location": str(workdir / f"{tag}.checkpoints")}
     path = workdir / f"{tag}.yaml"
     path.write_text(yaml.safe_dump(conf))
     log = workdir / f"{tag}.log"
     with log.open("wb") as out:
+        engine = ["--engine", "spark"] if spark_master is not None else []
         proc = subprocess.Popen([sys.executable, "-m", "transcoder", "--log-level", "warning", "run",
-                                 "--config", str(path)], stdout=out, stderr=subprocess.STDOUT)
-    return Running(destination, [proc], log, live_destination=f"{live}.copy" if live else None)
+                                 "--config", str(path), *engine], stdout=out, stderr=subprocess.STDOUT)
+    return Running(destination, [proc], log, live_destination=f"{live}.copy" if live else None,
+                   tree=spark_master is not None)
 
 
 # ---------------------------------------------------------------- MirrorMaker 2

@@ -15,7 +15,9 @@ from transcoder.cli.main import ByteSize, main
 @click.option("--partitions", type=int, default=3, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True)
-def demo(kind: str, size: int, partitions: int, fmt: str) -> None:
+@click.option("--engine", type=click.Choice(["service", "spark"]), default="service", show_default=True,
+              help="Copy with the service, or with the Spark engine on local[*].")
+def demo(kind: str, size: int, partitions: int, fmt: str, engine: str) -> None:
     """Start a local Kafka, seed realistic data, copy it into one topic per codec, print the comparison."""
     import json
 
@@ -25,7 +27,8 @@ def demo(kind: str, size: int, partitions: int, fmt: str) -> None:
     from transcoder.report import tables as report
 
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-    rows, lanes = demo_mod.run(kind=kind, size_bytes=size, partitions=partitions, state_dir=None, console=err)
+    rows, lanes = demo_mod.run(kind=kind, size_bytes=size, partitions=partitions, state_dir=None, console=err,
+                               engine=engine)
     if fmt == "markdown":
         click.echo(report.markdown(rows) + "\n\n" + report.status_markdown(lanes))
     elif fmt == "json":

@@ -34,12 +34,13 @@ def lane_location(config: Config, lane: LaneSpec) -> str:
 
 
 def mark(lane: LaneSpec) -> dict[str, Any]:
-    """What a lane's checkpoint is for: its sources, and each destination topic with its codec and level."""
+    """What a lane's checkpoint is for: its sources and destination topics. Codecs, levels and batching
+    may change between runs (a destination rolled over to another codec goes on where it stopped)."""
     return {
         "lane": lane.name,
         "group_id": lane.group_id,
         "sources": sorted(lane.sources),
-        "destinations": sorted(f"{t.topic_for(s)} ({t.destination.label})" for t in lane.targets for s in t.sources),
+        "destinations": sorted({t.topic_for(s) for t in lane.targets for s in t.sources}),
     }
 
 

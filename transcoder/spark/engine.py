@@ -227,7 +227,11 @@ class SparkEngine:
 
         def on_batch(df: Any, batch_id: int) -> None:
             context.setJobGroup(f"transcoder-{spec.name}", f"transcoder lane {spec.name} micro-batch {batch_id}")
-            rows = df.selectExpr(*sink.COLUMNS).mapInArrow(write, sink.RESULT_SCHEMA).collect()
+            try:
+                rows = df.selectExpr(*sink.COLUMNS).mapInArrow(write, sink.RESULT_SCHEMA).collect()
+            except Exception as exc:  # py4j/pyspark errors: a JVM exception chain, kept as one line
+                lane.failure = TranscoderError(f"lane {spec.name}: micro-batch {batch_id} failed: {java_failure(exc)}")
+                raise lane.failure from exc
             tallies = [pickle.loads(r.tally) for r in rows]
             lane.fold(tallies, cpu)
             fatal = next((t for t in tallies if t.fatal), None)
@@ -294,9 +298,7 @@ class SparkEngine:
             return
         st.state = "failed"
         if lane.failure is None:
-            first = (str(exc.desc) if hasattr(exc, "desc") else str(exc)).strip().splitlines()
-            lane.failure = TranscoderError(f"lane {lane.spec.name}: the Spark query failed: "
-                                           f"{first[0] if first else type(exc).__name__}")
+            lane.failure = TranscoderError(f"lane {lane.spec.name}: the Spark query failed: {java_failure(exc)}")
         st.error = str(lane.failure)
         log.error("lane_failed", lane=lane.spec.name, error=st.error, **lane.failure.fields())
         self.stop_event.set()  # the other lanes stop after their micro-batch
@@ -358,6 +360,31 @@ class SparkEngine:
             per_lane[lane_name] = per_lane.get(lane_name, 0.0) + seconds
         for lane_name, seconds in per_lane.items():
             self.cpu[(lane_name, "consume")] = seconds
+
+
+def java_failure(exc: BaseException) -> str:
+    """One line for an error raised through py4j: the first line of the JVM exception, and of its root cause
+    (e.g. Spark's 'Some data may have been lost...' and Kafka's 'Fetch position ... is out of range for
+    partition src-0')."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    lines: list[str] = []
+    if java is None and getattr(exc, "_cause", None) is not None:  # a query's StreamingQueryException
+        desc = (str(getattr(exc, "_desc", "") or "").strip().splitlines() or [""])[0]
+        lines = [desc] if desc else []
+        java = getattr(exc._cause, "_origin", None)
+    try:
+        while java is not None and len(lines) < 10:
+            message = java.getMessage()
+            name = java.getClass().getSimpleName()
+            first = (str(message).strip().splitlines() or [""])[0].split(";")[0] if message else ""
+            lines.append(f"{name}: {first}" if first else name)
+            java = java.getCause()
+    except Exception:  # noqa: BLE001 - the JVM may be gone; the Python text below still says something
+        pass
+    if not lines:
+        text = str(exc).strip().splitlines()
+        return text[0] if text else type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]} (cause: {lines[-1]})"
 
 
 def _get_json(url: str) -> Any:

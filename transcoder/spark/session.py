@@ -83,6 +83,8 @@ def settings(spark: SparkConfig, *, app_name: str, version: str, submitted: bool
         "spark.app.name": app_name,
         **own,
         "spark.ui.showConsoleProgress": "false",
+        # Source options shown in plans and the UI: the SASL JAAS config carries the password.
+        "spark.sql.redaction.options.regex": r"(?i)url|jaas|password|secret|token",
         **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.conf.items()},
     }
 

@@ -13,8 +13,10 @@ acknowledged (or dead-lettered): only then may the micro-batch be committed to t
 
 from __future__ import annotations
 
+import json
 import pickle
 import time
+from base64 import b64decode
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +31,12 @@ from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
 
 #: The columns a task reads, in this order (SQL over the Kafka source's schema); ts in epoch ms, as Kafka keeps it.
-COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "unix_millis(timestamp) AS ts")
+#: Headers travel as JSON text (binary values in base64), null for a record without any: Spark's Arrow transfer
+#: of the source's array<struct<key, value>> column cost ~14 us of executor CPU per record even when every
+#: record had none (1M nginx records, local[1]: 18 s against 4 s without the column; as JSON, 6 s with
+#: headers on every record). bench/results/2026-11-23-spark.md has the measurement.
+COLUMNS = ("topic", "partition", "offset", "key", "value",
+           "CASE WHEN size(headers) > 0 THEN to_json(headers) END AS headers", "unix_millis(timestamp) AS ts")
 #: The one row a task returns: its tallies, pickled (the driver's and the executors' transcoder are one version).
 RESULT_SCHEMA = "tally binary"
 #: How often an executor's producers report statistics: a task waits for one more report after its last
@@ -73,12 +80,60 @@ class SparkRecord:
         return TIMESTAMP_CREATE_TIME, self._ts
 
 
+def decode_headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
+    """A record's headers from the JSON of COLUMNS (order, repeated names and null values kept)."""
+    if text is None:
+        return None
+    return [(h["key"], b64decode(h["value"]) if h.get("value") is not None else None) for h in json.loads(text)]
+
+
 def arrow_records(batch: Any) -> list[SparkRecord]:
     """The records of one Arrow batch (columns as COLUMNS), in their order (a partition's offset order)."""
     topics, partitions, offsets, keys, values, headers, stamps = (batch.column(i).to_pylist() for i in range(7))
-    return [SparkRecord(t, p, o, k, v, [(h["key"], h["value"]) for h in hs] if hs else None, ts)
+    return [SparkRecord(t, p, o, k, v, decode_headers(hs), ts)
             for t, p, o, k, v, hs, ts in zip(topics, partitions, offsets, keys, values, headers, stamps,
                                              strict=True)]
+
+
+@dataclass(frozen=True)
+class Columns:
+    """One Arrow batch of one source partition, as the writer's write_partition takes it."""
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[tuple[str, bytes | None]] | None]
+    stamps: list[int]
+    sizes: list[int]  # key + value + header names and values, as the service counts a record's bytes
+
+    def record(self, i: int) -> SparkRecord:
+        return SparkRecord(self.topic, self.partition, self.offsets[i], self.keys[i], self.values[i],
+                           self.headers[i], self.stamps[i])
+
+
+def arrow_columns(batch: Any) -> Columns | None:
+    """The batch as columns when it holds one source partition (as Spark's Kafka source reads); else None."""
+    import pyarrow.compute as pc
+
+    topics, partitions = batch.column(0), batch.column(1)
+    bounds = pc.min_max(partitions).as_py()
+    if bounds["min"] != bounds["max"] or len(topics.unique()) != 1:
+        return None
+    key_col, value_col, header_col = batch.column(3), batch.column(4), batch.column(5)
+    sizes = pc.add(pc.fill_null(pc.binary_length(key_col), 0), pc.fill_null(pc.binary_length(value_col), 0)
+                   ).to_pylist()
+    if header_col.null_count == len(header_col):
+        headers: list[Any] = [None] * len(header_col)
+    else:
+        headers = [decode_headers(t) for t in header_col.to_pylist()]
+        for i, hs in enumerate(headers):
+            if hs:
+                sizes[i] += sum(len(k) + (len(v) if v is not None else 0) for k, v in hs)
+    return Columns(topic=topics[0].as_py(), partition=bounds["min"], offsets=batch.column(2).to_pylist(),
+                   keys=key_col.to_pylist(), values=value_col.to_pylist(), headers=headers,
+                   stamps=batch.column(6).to_pylist(), sizes=sizes)
 
 
 @dataclass
@@ -176,17 +231,22 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            recs = arrow_records(batch)
-            n, nbytes = writer.write(recs, _consumer_error)
-            records += n
-            source_bytes += nbytes
-            first, last = recs[0], recs[-1]
-            tp = (first.topic(), first.partition())
-            # A task reads one partition's range (in offset order); any other shape is still tallied exactly.
-            for r in (last,) if (last.topic(), last.partition()) == tp else recs:
-                at = (r.topic(), r.partition())
-                ranges[at] = (ranges[at][0] if at in ranges else (first if at == tp else r).offset(),
-                              r.offset(), r.timestamp()[1])
+            cols = arrow_columns(batch)
+            if cols is not None:  # one partition's run of records: the writer's columnar path
+                writer.write_partition(cols.topic, cols.partition, cols.offsets, cols.keys, cols.values,
+                                       cols.headers, cols.stamps, cols.sizes, cols.record)
+                records += len(cols.offsets)
+                source_bytes += sum(cols.sizes)
+                tp = (cols.topic, cols.partition)
+                ranges[tp] = (ranges[tp][0] if tp in ranges else cols.offsets[0], cols.offsets[-1], cols.stamps[-1])
+            else:  # Spark's Kafka source never mixes partitions in a batch; if it did, record by record
+                recs = arrow_records(batch)
+                n, nbytes = writer.write(recs, _consumer_error)
+                records += n
+                source_bytes += nbytes
+                for r in recs:
+                    at = (r.topic(), r.partition())
+                    ranges[at] = (ranges[at][0] if at in ranges else r.offset(), r.offset(), r.timestamp()[1])
             writer.poll(0)
             writer.handle_failures()
             while writer.ledger.in_flight_bytes > limit:  # backpressure, as the service's lane

@@ -66,3 +66,36 @@ def test_records_produced_before_a_consumer_error_are_in_the_ledger():
     # their delivery reports will pop these entries: they must be there
     assert [off for off, _ in w.ledger.pending[("s.lz4", 0)]] == [0, 1]
     assert w.ledger.next_offset == {("s", 0): 2}
+
+
+def test_write_partition_tells_the_ledger_as_write_does():
+    w = writer("lz4", "zstd")
+    offsets, sizes = [5, 6, 8], [3, 4, 5]
+    w.write_partition("s", 1, offsets, [b"k", None, b""], [b"v", None, b"vv"], [None, [("h", None)], None],
+                      [1, 2, 3], sizes, record_at=lambda i: Msg("s", 1, offsets[i]))
+    assert {k: list(q) for k, q in w.ledger.pending.items()} == {
+        ("s.lz4", 1): [(5, 3), (6, 4), (8, 5)], ("s.zstd", 1): [(5, 3), (6, 4), (8, 5)]}
+    assert w.ledger.in_flight_bytes == 2 * 12
+    assert w.ledger.next_offset == {("s", 1): 9}
+
+
+def test_write_partition_registers_each_record_before_waiting_on_a_full_queue(monkeypatch):
+    w = writer("lz4", "zstd")
+    calls = {"n": 0}
+    lz4, zstd = (p for p, _ in w.routes["s"])
+
+    def full_once(*a, **k):  # the zstd producer's queue is full at the second record, once
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise BufferError("Local: Queue full")
+        return zstd(*a, **k)
+
+    seen = []
+    monkeypatch.setattr(w, "poll", lambda timeout: seen.append({k: [o for o, _ in q] for k, q in w.ledger.pending.items()}))
+    w.routes["s"] = [(lz4, "s.lz4"), (full_once, "s.zstd")]
+    w.write_partition("s", 0, [0, 1, 2], [None] * 3, [b"a", b"b", b"c"], [None] * 3, [0, 0, 0], [1, 1, 1],
+                      record_at=lambda i: Msg("s", 0, i))
+    # while waiting, lz4 had produced records 0 and 1 and zstd record 0: exactly those are registered
+    assert seen == [{("s.lz4", 0): [0, 1], ("s.zstd", 0): [0]}]
+    assert {k: [o for o, _ in q] for k, q in w.ledger.pending.items()} == {("s.lz4", 0): [0, 1, 2],
+                                                                           ("s.zstd", 0): [0, 1, 2]}

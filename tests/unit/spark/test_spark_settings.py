@@ -12,9 +12,10 @@ from transcoder.spark import session
 from transcoder.spark.source import read_options
 
 
-def conf(**extra) -> cfg.Config:
+def conf(environ=None, **extra) -> cfg.Config:
     return cfg.parse({"cluster": {"bootstrap_servers": "k:9092"},
-                      "routes": [{"source": "a", "destinations": [{"codec": "zstd"}]}], **extra}, environ={})
+                      "routes": [{"source": "a", "destinations": [{"codec": "zstd"}]}], **extra},
+                     environ=environ or {})
 
 
 def test_spark_section_defaults_and_validation():
@@ -72,10 +73,50 @@ def test_read_options_follow_start_and_the_spark_section():
     assert "startingOffsets" not in o
 
 
-def test_cluster_properties_not_translated_for_java_are_refused():
-    c = conf(cluster={"bootstrap_servers": "k:9092", "config": {"security.protocol": "SASL_SSL",
-                                                                "sasl.mechanism": "PLAIN"}})
+def test_cluster_properties_are_translated_for_the_java_client_or_refused():
+    c = conf(cluster={"bootstrap_servers": "k:9092", "config": {
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "copier",
+        "sasl.password": "${env:PW}", "ssl.ca.location": "/etc/kafka/ca.pem",
+        "ssl.endpoint.identification.algorithm": "none"}}, environ={"PW": 's3"c\\ret'})
     o = read_options(c, ["a"])
-    assert (o["kafka.security.protocol"], o["kafka.sasl.mechanism"]) == ("SASL_SSL", "PLAIN")
-    with pytest.raises(ConfigError, match=r"cluster.config ssl.ca.location is not yet translated"):
-        read_options(conf(cluster={"bootstrap_servers": "k:9092", "config": {"ssl.ca.location": "/ca.pem"}}), ["a"])
+    assert o["kafka.security.protocol"] == "SASL_SSL" and o["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert o["kafka.sasl.jaas.config"] == ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                           'username="copier" password="s3\\"c\\\\ret";')
+    assert (o["kafka.ssl.truststore.type"], o["kafka.ssl.truststore.location"]) == ("PEM", "/etc/kafka/ca.pem")
+    assert o["kafka.ssl.endpoint.identification.algorithm"] == ""
+    assert "kafka.sasl.password" not in o and "kafka.sasl.mechanisms" not in o
+    with pytest.raises(ConfigError, match=r"cluster.config ssl.certificate.location is not yet translated"):
+        read_options(conf(cluster={"bootstrap_servers": "k:9092", "config": {"ssl.certificate.location": "/c.pem"}}),
+                     ["a"])
+    with pytest.raises(ConfigError, match=r"sasl.mechanism OAUTHBEARER: the Spark engine translates them for PLAIN"):
+        read_options(conf(cluster={"bootstrap_servers": "k:9092", "config": {
+            "sasl.mechanism": "OAUTHBEARER", "sasl.username": "u", "sasl.password": "${env:PW}"}},
+            environ={"PW": "x"}), ["a"])
+    settings = session.settings(conf().spark, app_name="t", version="4.2.0")
+    assert "jaas" in settings["spark.sql.redaction.options.regex"]  # options in plans and the UI: redacted
+
+
+def test_under_spark_submit_its_master_and_packages_stay(monkeypatch):
+    s = session.settings(conf(spark={"master": "local[2]", "conf": {"spark.executor.memory": "2g"}}).spark,
+                         app_name="t", version="4.2.0", submitted=True)
+    assert not {"spark.master", "spark.jars.packages", "spark.jars.ivy", "spark.driver.host"} & set(s)
+    assert s["spark.executor.memory"] == "2g" and s["spark.app.name"] == "t"
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4242")
+    assert session.under_spark_submit()
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    assert not session.under_spark_submit()
+
+
+def test_master_option_overrides_the_config_and_is_validated():
+    c = conf(spark={"master": "local[2]", "max_offsets_per_trigger": 10})
+    assert cfg.with_spark_master(c, "spark://h:7077").spark.master == "spark://h:7077"
+    assert cfg.with_spark_master(c, "local[1]").spark.max_offsets_per_trigger == 10
+    with pytest.raises(ConfigError, match=r"^--master: master: 'nope' is not a Spark master URL"):
+        cfg.with_spark_master(c, "nope")
+
+
+def test_java_missing_is_one_line(monkeypatch):
+    monkeypatch.setattr(session.shutil, "which", lambda name: None)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(ConfigError, match=r"^the Spark engine needs Java 17 or newer: no `java` on the PATH"):
+        session.build(conf().spark, connector_version="4.2.0")
