@@ -53,3 +53,30 @@ def test_a_failed_micro_batch_commits_nothing():
     lane.fold([_tally(0, 0, 99), _tally(1, 0, 9, fatal="record s [1] offset 10 ...")], {})
     assert lane.status.committed == {} and lane.committed_ts == {}
     assert lane.status.records == 110  # what was written is counted: it is in the destination
+
+
+class _Java:
+    """The accessors of a py4j JVM throwable that java_failure reads."""
+
+    def __init__(self, name: str, message: str | None, cause: "_Java | None" = None) -> None:
+        self.name, self.message, self.cause = name, message, cause
+
+    def getMessage(self): return self.message  # noqa: E704, N802
+    def getCause(self): return self.cause  # noqa: E704, N802
+    def getClass(self): return type("C", (), {"getSimpleName": lambda _s: self.name})()  # noqa: E704, N802
+
+
+def test_a_jvm_failure_is_one_line_with_its_root_cause():
+    from transcoder.spark.engine import java_failure
+
+    lost = _Java("KafkaIllegalStateException", "Some data may have been lost because they are not available in "
+                 "Kafka any more; either the data was aged out by Kafka\nor the topic was deleted",
+                 _Java("OffsetOutOfRangeException", "Fetch position FetchPosition{offset=3843} is out of range for "
+                       "partition src-0"))
+    err = type("Py4JJavaError", (Exception,), {})("An error occurred while calling o99.collectToPython.\n...")
+    err.java_exception = lost
+    line = java_failure(err)
+    assert line == ("KafkaIllegalStateException: Some data may have been lost because they are not available in "
+                    "Kafka any more (cause: OffsetOutOfRangeException: Fetch position FetchPosition{offset=3843} is "
+                    "out of range for partition src-0)")
+    assert java_failure(ValueError("plain\nsecond line")) == "plain"
