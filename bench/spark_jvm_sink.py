@@ -50,6 +50,8 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bench.copiers import descendants, process_cpu
+
 ROOT = Path(__file__).resolve().parents[1]
 JAVA_SOURCE = ROOT / "bench" / "java" / "TimestampFromHeaderInterceptor.java"
 INTERCEPTOR_CLASS = "transcoder.bench.TimestampFromHeaderInterceptor"
@@ -330,16 +332,6 @@ def build_interceptor(cache_dir: Path | None = None, *, source: Path = JAVA_SOUR
 
 # ----------------------------------------------------------------------------------------- CPU readings
 
-def process_cpu(pid: int) -> float:
-    """utime + stime of a live process from /proc, in seconds (0 once it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _self_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -511,34 +503,40 @@ def copy_jvm(spark: Any, bootstrap: str, source: str, destination: str, codec: s
     df = spark.read.format("kafka").options(**batch_read_options(bootstrap, source)).load()
     header = interceptor if header is None else header
     out = df.selectExpr("key", "value", "partition", timestamp_header_sql() if header else "headers")
+    return {"codec": codec, "level": level, "interceptor": interceptor, "header": header,
+            **timed(spark, broker_pid, bootstrap, destination,
+                    lambda: out.write.format("kafka").options(**writer_opts).mode("append").save())}
+
+
+def tree_cpu(pid: int, seen: dict[int, float]) -> float:
+    """CPU seconds of a process and its descendants (the Spark JVM and its Python workers); `seen` keeps the
+    last reading of each, so a worker that exits keeps its share."""
+    for p in descendants(pid):
+        seen[p] = max(seen.get(p, 0.0), process_cpu(p))
+    return sum(seen.values())
+
+
+def timed(spark: Any, broker_pid: int | None, bootstrap: str, destination: str, write: Any) -> dict[str, Any]:
+    """Run `write()` and measure it: records the destination gained, wall seconds, CPU of the Spark JVM and its
+    children, of this process and of the broker, and the per-1M figures."""
     before = topic_records(bootstrap, destination)
     jvm = spark_jvm_pid(spark)
     seen: dict[int, float] = {}
     jvm0, py0, broker0 = (tree_cpu(jvm, seen) if jvm else None), _self_cpu(), (
         process_cpu(broker_pid) if broker_pid else None)
     t0 = time.perf_counter()
-    out.write.format("kafka").options(**writer_opts).mode("append").save()
+    extra = write() or {}
     seconds = time.perf_counter() - t0
     jvm_cpu = tree_cpu(jvm, seen) - jvm0 if jvm and jvm0 is not None else None
     py_cpu = _self_cpu() - py0
     broker_cpu = process_cpu(broker_pid) - broker0 if broker_pid and broker0 is not None else None
     records = topic_records(bootstrap, destination) - before
     cpu = None if jvm_cpu is None else jvm_cpu + py_cpu
-    return {"codec": codec, "level": level, "interceptor": interceptor, "header": header, "destination": destination,
-            "records": records, "seconds": seconds, "jvm_cpu_seconds": jvm_cpu, "python_cpu_seconds": py_cpu,
-            "cpu_seconds": cpu, "broker_cpu_seconds": broker_cpu,
+    return {"destination": destination, "records": records, "seconds": seconds, "jvm_cpu_seconds": jvm_cpu,
+            "python_cpu_seconds": py_cpu, "cpu_seconds": cpu, "broker_cpu_seconds": broker_cpu,
             "records_per_s": records / seconds if seconds > 0 else 0.0,
-            "cpu_s_per_1m": per_million(cpu, records), "broker_cpu_s_per_1m": per_million(broker_cpu, records)}
-
-
-def tree_cpu(pid: int, seen: dict[int, float]) -> float:
-    """CPU seconds of a process and its descendants (the Spark JVM and its Python workers); `seen` keeps the
-    last reading of each, so a worker that exits keeps its share."""
-    from bench.copiers import descendants
-
-    for p in descendants(pid):
-        seen[p] = max(seen.get(p, 0.0), process_cpu(p))
-    return sum(seen.values())
+            "cpu_s_per_1m": per_million(cpu, records), "broker_cpu_s_per_1m": per_million(broker_cpu, records),
+            **extra}
 
 
 def copy_writer(spark: Any, bootstrap: str, source: str, destination: str, codec: str, level: int | None, *,
@@ -560,29 +558,16 @@ def copy_writer(spark: Any, bootstrap: str, source: str, destination: str, codec
     lane = routes.plan(conf, [source]).lanes[0]
     task = sink.task_function(conf, destination, lane, time.time() * 1000)
     df = spark.read.format("kafka").options(**batch_read_options(bootstrap, source)).load()
-    before = topic_records(bootstrap, destination)
-    jvm = spark_jvm_pid(spark)
-    seen: dict[int, float] = {}
-    jvm0, py0, broker0 = (tree_cpu(jvm, seen) if jvm else None), _self_cpu(), (
-        process_cpu(broker_pid) if broker_pid else None)
-    t0 = time.perf_counter()
-    tallies = [pickle.loads(r.tally) for r in df.selectExpr(*sink.COLUMNS).mapInArrow(task, sink.RESULT_SCHEMA)
-               .collect()]
-    seconds = time.perf_counter() - t0
-    fatal = next((t.fatal for t in tallies if t.fatal), None)
-    if fatal:
-        raise BenchError(fatal)
-    jvm_cpu = tree_cpu(jvm, seen) - jvm0 if jvm and jvm0 is not None else None
-    py_cpu = _self_cpu() - py0
-    broker_cpu = process_cpu(broker_pid) - broker0 if broker_pid and broker0 is not None else None
-    records = topic_records(bootstrap, destination) - before
-    cpu = None if jvm_cpu is None else jvm_cpu + py_cpu
-    return {"codec": codec, "level": level, "interceptor": False, "header": False, "destination": destination,
-            "records": records, "seconds": seconds, "jvm_cpu_seconds": jvm_cpu, "python_cpu_seconds": py_cpu,
-            "cpu_seconds": cpu, "broker_cpu_seconds": broker_cpu,
-            "records_per_s": records / seconds if seconds > 0 else 0.0,
-            "cpu_s_per_1m": per_million(cpu, records), "broker_cpu_s_per_1m": per_million(broker_cpu, records),
-            "writer_cpu_s_per_1m": per_million(sum(t.cpu_seconds for t in tallies), records)}
+
+    def write() -> None:
+        tallies = [pickle.loads(r.tally) for r in df.selectExpr(*sink.COLUMNS).mapInArrow(task, sink.RESULT_SCHEMA)
+                   .collect()]
+        fatal = next((t.fatal for t in tallies if t.fatal), None)
+        if fatal:
+            raise BenchError(fatal)
+
+    return {"codec": codec, "level": level, "interceptor": False, "header": False,
+            **timed(spark, broker_pid, bootstrap, destination, write)}
 
 
 # ------------------------------------------------------------------------------------------------- data

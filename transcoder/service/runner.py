@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import threading
-from typing import Any
 
 import structlog
 
@@ -12,10 +11,9 @@ from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, prepare
-from transcoder.metrics import status
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
-from transcoder.metrics.endpoints import Endpoints
+from transcoder.metrics.endpoints import Endpoints, Served
 from transcoder.metrics.registry import Metrics
 from transcoder.service.lane import Lane
 
@@ -28,7 +26,7 @@ log = structlog.get_logger("transcoder.service")
 GC_THRESHOLDS = (100_000, 20, 100)
 
 
-class Service:
+class Service(Served):
     def __init__(self, config: Config, *, metrics: Metrics | None = None) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
@@ -50,36 +48,6 @@ class Service:
     def stop(self) -> None:
         """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""
         self.stop_event.set()
-
-    def serve(self, port: int | None = None) -> int | None:
-        """Serve /metrics, /healthz, /readyz and /status; return the port.
-
-        Without `port`, the config's metrics.port (0 there: no endpoints); an explicit 0: any free port.
-        """
-        if port is None:
-            port = self.config.metrics.port
-            if not port:
-                return None
-        self.endpoints = Endpoints(self.metrics.registry, healthy=self.healthy, ready=self.ready, status=self.status)
-        bound = self.endpoints.start(self.config.metrics.host, port)
-        log.info("endpoints_serving", port=bound, paths=["/metrics", "/healthz", "/readyz", "/status"])
-        return bound
-
-    def healthy(self) -> tuple[bool, str]:
-        return status.healthy([ln.status for ln in self.lanes],
-                              status.stuck_after(self.config.shutdown_timeout_s, self.config.commit_interval_ms))
-
-    def ready(self) -> tuple[bool, str]:
-        return status.ready([ln.status for ln in self.lanes])
-
-    def status(self) -> dict[str, Any]:
-        """The /status document (see metrics.status.document)."""
-        return status.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
-                               lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
-                               brokers=self.brokers, health=self.healthy, readiness=self.ready)
-
-    def _lanes_done(self) -> bool:
-        return bool(self.lanes) and all(ln.status.state in ("caught-up", "stopped", "failed") for ln in self.lanes)
 
     def run(self, *, until_caught_up: bool = False) -> Prepared:
         prepared = self.prepare(create=True)
@@ -105,13 +73,7 @@ class Service:
 
         threads = [threading.Thread(target=run_lane, args=(lane,), name=f"lane-{lane.spec.name}", daemon=True)
                    for lane in self.lanes]
-        poller = None
-        if self.config.metrics.disk_interval_s:
-            self.brokers = BrokerFigures(self.config, prepared.plan, prepared.provision, prepared.dst_admin,
-                                         self.metrics)
-            poller = threading.Thread(target=self.brokers.run, args=(self.stop_event, self._lanes_done),
-                                      name="broker-figures", daemon=True)
-            poller.start()
+        poller = self.start_broker_figures(prepared)
         for t in threads:
             t.start()
         for t in threads:

@@ -25,9 +25,8 @@ from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, prepare
-from transcoder.metrics import status
 from transcoder.metrics.broker_figures import BrokerFigures
-from transcoder.metrics.endpoints import Endpoints
+from transcoder.metrics.endpoints import Endpoints, Served
 from transcoder.metrics.registry import LaneMetrics, Metrics
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition
@@ -93,7 +92,7 @@ class SparkLane:
             st.last_loop = time.monotonic()
 
 
-class SparkEngine:
+class SparkEngine(Served):
     """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession."""
 
     def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:
@@ -118,28 +117,6 @@ class SparkEngine:
     def stop(self) -> None:
         """Ask every query to stop after its current micro-batch. Safe from a signal handler: it sets a flag."""
         self.stop_event.set()
-
-    def serve(self, port: int | None = None) -> int | None:
-        if port is None:
-            port = self.config.metrics.port
-            if not port:
-                return None
-        self.endpoints = Endpoints(self.metrics.registry, healthy=self.healthy, ready=self.ready, status=self.status)
-        bound = self.endpoints.start(self.config.metrics.host, port)
-        log.info("endpoints_serving", port=bound, paths=["/metrics", "/healthz", "/readyz", "/status"])
-        return bound
-
-    def healthy(self) -> tuple[bool, str]:
-        return status.healthy([ln.status for ln in self.lanes],
-                              status.stuck_after(self.config.shutdown_timeout_s, self.config.commit_interval_ms))
-
-    def ready(self) -> tuple[bool, str]:
-        return status.ready([ln.status for ln in self.lanes])
-
-    def status(self) -> dict[str, Any]:
-        return status.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
-                               lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
-                               brokers=self.brokers, health=self.healthy, readiness=self.ready)
 
     def prepare(self, *, create: bool) -> Prepared:
         return prepare(self.config, create=create)
@@ -181,13 +158,7 @@ class SparkEngine:
                                               for t in spec.targets for s in t.sources})
                 st.committed = self._resumes_at(store.committed(locations[spec.name]), assigned, lows)
                 self.lanes.append(SparkLane(spec, self.metrics.lane(spec.name), st, locations[spec.name]))
-            poller = None
-            if self.config.metrics.disk_interval_s:
-                self.brokers = BrokerFigures(self.config, prepared.plan, prepared.provision, prepared.dst_admin,
-                                             self.metrics)
-                poller = threading.Thread(target=self.brokers.run, args=(self.stop_event, self._lanes_done),
-                                          name="broker-figures", daemon=True)
-                poller.start()
+            poller = self.start_broker_figures(prepared)
             for lane in self.lanes:
                 self._start(spark, lane, until_caught_up=until_caught_up)
             self._watch(prepared)
@@ -257,15 +228,12 @@ class SparkEngine:
                  checkpoint=lane.checkpoint, sources=list(spec.sources),
                  destinations=[f"{t.name} ({t.destination.label})" for t in spec.targets])
 
-    def _lanes_done(self) -> bool:
-        return bool(self.lanes) and all(ln.status.state in ("caught-up", "stopped", "failed") for ln in self.lanes)
-
     def _watch(self, prepared: Prepared) -> None:
         """Follow the queries until each ends (caught up, stopped or failed): lag, CPU, health, stop requests."""
         interval = self.config.metrics.stats_interval_ms / 1000
         next_figures = 0.0
         stop_asked: float | None = None
-        while not self._lanes_done():
+        while not self.lanes_done():
             now = time.monotonic()
             if self.stop_event.is_set() and stop_asked is None:
                 stop_asked = now
