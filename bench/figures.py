@@ -119,6 +119,10 @@ class Target:
     bound: float
     at_least: bool  # True: ratio >= bound; False: ratio <= bound
     whole: str | None = None  # the same figure over the whole copy, shown beside the judged one
+    copier: str = "transcoder"  # whose figure is judged
+    #: the ratio is against's figure over copier's (CPU per record -> records per core)
+    inverse: bool = False
+    optional: bool = False  # left out (not n/a) when either copier did not run
 
 
 #: The issue's targets, each a ratio of transcoder's median to a MirrorMaker 2 variant's at the same codec.
@@ -130,6 +134,11 @@ TARGETS = (
     Target("throughput >= 1.2x MirrorMaker 2 (one lane)", "warm_records_per_s", "mm2", 1.2, True,
            whole="records_per_s"),
     Target("on-disk ratio >= 1.5x MirrorMaker 2 with default batching", "ratio", "mm2-default", 1.5, True),
+    # The Spark engine (issue 11): records/s per core is 1 / CPU per record.
+    Target("Spark engine local[1] records/s per core >= 0.5x the service lane's", "warm_cpu_per_1m", "transcoder",
+           0.5, True, whole="cpu_per_1m", copier="spark-local1", inverse=True, optional=True),
+    Target("Spark engine local[2] records/s >= 1.6x local[1]", "warm_records_per_s", "spark-local1", 1.6, True,
+           whole="records_per_s", copier="spark-local2", optional=True),
 )
 
 
@@ -147,7 +156,11 @@ def verdicts(summary: dict[tuple[str, str], dict[str, Spread | None]], codecs: S
     out = []
     for t in TARGETS:
         for c in codecs:
-            mine, theirs = summary.get(("transcoder", c)), summary.get((t.against, c))
+            mine, theirs = summary.get((t.copier, c)), summary.get((t.against, c))
+            if t.optional and not (mine and theirs):
+                continue
+            if t.inverse:
+                mine, theirs = theirs, mine
             r = ratio(mine[t.figure], theirs[t.figure]) if mine and theirs else None
             whole = ratio(mine[t.whole], theirs[t.whole]) if mine and theirs and t.whole else None
             met = None if r is None else (r >= t.bound if t.at_least else r <= t.bound)
@@ -290,7 +303,7 @@ def verdict_lines(summary: dict[tuple[str, str], dict[str, Spread | None]], code
             lines.append(f"- {v.target.name}, {v.codec}: {_times(v.ratio)} — {state}")
             continue
         fell = [f"{copier} {short[(copier, v.codec)][0]} of {short[(copier, v.codec)][1]}"
-                for copier in ("transcoder", v.target.against)
+                for copier in (v.target.copier, v.target.against)
                 if short and short.get((copier, v.codec), (0, 0))[0]]
         caveat = f" (too short to warm, whole copy used: {', '.join(fell)} runs)" if fell else ""
         lines.append(f"- {v.target.name}, {v.codec}: {_times(v.ratio)} warmed (whole copy {_times(v.whole_ratio)})"

@@ -223,7 +223,8 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         f"{latency_records:,} records at {latency_rate:,.0f}/s (the dataset's first records, stamped when produced) "
         "into a fresh topic the copier copies besides the dataset, from the record's timestamp to a consumer "
         "reading it from the destination (kcat carries no timestamps: n/a). Each copy copies exactly the seeded "
-        "dataset. The Spark engine's slot is empty until it exists.",
+        "dataset. spark-localN: `transcoder run --engine spark` on local[N] (CPU: "
+        "the driver, its JVM and Python workers; start-up includes the SparkSession).",
         "",
         "## Copiers",
         "",

@@ -171,3 +171,18 @@ def test_bench_refuses_an_unknown_codec_or_copier_before_starting_anything():
     result = CliRunner().invoke(main, ["--codecs", "zstd,brotli", "--copiers", "transcoder,flume"])
     assert result.exit_code == 2
     assert "unknown codec or copier: brotli, flume" in result.output
+
+
+def test_spark_targets_are_judged_per_core_and_local2_against_local1_and_only_when_spark_ran():
+    runs = [run("transcoder", "zstd", seconds=10, cpu=6, disk=25_000_000),
+            run("mm2", "zstd", seconds=10, cpu=10, disk=25_000_000),
+            run("spark-local1", "zstd", seconds=10, cpu=15, disk=25_000_000),  # 2.5x the CPU per record
+            run("spark-local2", "zstd", seconds=5, cpu=15, disk=25_000_000)]  # twice as fast
+    v = {x.target.name: x for x in verdicts(summarise(runs), ["zstd"])}
+    per_core = v["Spark engine local[1] records/s per core >= 0.5x the service lane's"]
+    assert (per_core.ratio, per_core.met) == (pytest.approx(6 / 15), False)  # per core: service CPU / Spark CPU
+    assert per_core.whole_ratio == pytest.approx(0.4)
+    scale = v["Spark engine local[2] records/s >= 1.6x local[1]"]
+    assert (scale.ratio, scale.met) == (pytest.approx(2.0), True)
+    without = {x.target.name for x in verdicts(summarise(runs[:2]), ["zstd"])}
+    assert not any(name.startswith("Spark") for name in without)  # no Spark copies: no Spark lines
