@@ -22,7 +22,7 @@ import structlog
 
 from transcoder import errors
 from transcoder.config import Config
-from transcoder.errors import TranscoderError
+from transcoder.errors import ConfigError, TranscoderError
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, prepare
 from transcoder.metrics.broker_figures import BrokerFigures
@@ -54,8 +54,9 @@ class SparkLane:
     committed_ts: dict[Partition, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fold(self, tallies: list[sink.Tally], cpu: dict[tuple[str, str], float]) -> None:
-        """One micro-batch's task tallies into the lane's metrics and status (the service's vocabulary)."""
+    def fold(self, tallies: list[sink.Tally]) -> float:
+        """One micro-batch's task tallies into the lane's metrics and status (the service's vocabulary); return
+        the CPU seconds its Python workers spent (the lane's `produce` part)."""
         st, m = self.status, self.metrics
         with self.lock:
             for t in tallies:
@@ -81,8 +82,6 @@ class SparkLane:
                 for _ in range(t.dead_lettered_records):
                     m.dead_lettered()
                 st.dead_lettered += t.dead_lettered_records
-                key = (self.spec.name, "produce")
-                cpu[key] = cpu.get(key, 0.0) + t.cpu_seconds
             self.batches += 1
             if not any(t.fatal for t in tallies):
                 for t in tallies:
@@ -90,6 +89,7 @@ class SparkLane:
                         st.committed[tp] = max(st.committed.get(tp, 0), last + 1)
                         self.committed_ts[tp] = ts
             st.last_loop = time.monotonic()
+        return sum(t.cpu_seconds for t in tallies)
 
 
 class SparkEngine(Served):
@@ -107,12 +107,18 @@ class SparkEngine(Served):
         #: (lane, part) -> CPU seconds: produce (the executors' Python writers), consume (executor JVM tasks)
         self.cpu: dict[tuple[str, str], float] = {}
         self._stage_cpu: dict[int, tuple[str, float]] = {}  # stage id -> (lane, executor CPU seconds)
+        self._cpu_lock = threading.Lock()  # foreachBatch threads and the watch loop write, scrapes read
         self.start_ms = time.time() * 1000
         self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
 
     # ------------------------------------------------------------------ the service's surface
     def cpu_by_lane(self) -> dict[tuple[str, str], float]:
-        return dict(self.cpu)
+        with self._cpu_lock:
+            return dict(self.cpu)
+
+    def _add_cpu(self, lane: str, part: str, seconds: float, *, total: bool = False) -> None:
+        with self._cpu_lock:
+            self.cpu[(lane, part)] = seconds if total else self.cpu.get((lane, part), 0.0) + seconds
 
     def stop(self) -> None:
         """Ask every query to stop after its current micro-batch. Safe from a signal handler: it sets a flag."""
@@ -138,7 +144,7 @@ class SparkEngine(Served):
                 found = store.read(location)
                 problem = found and checkpoints.mismatch(location, found, checkpoints.mark(spec))
                 if problem:
-                    raise TranscoderError(problem)
+                    raise ConfigError(problem)
             out[spec.name] = location
         return out
 
@@ -194,7 +200,6 @@ class SparkEngine(Served):
         fingerprint = json.dumps(checkpoints.mark(spec), sort_keys=True) + config.model_dump_json()
         write = sink.task_function(config, fingerprint, spec, self.start_ms)
         context = spark.sparkContext
-        cpu = self.cpu
 
         def on_batch(df: Any, batch_id: int) -> None:
             context.setJobGroup(f"transcoder-{spec.name}", f"transcoder lane {spec.name} micro-batch {batch_id}")
@@ -204,7 +209,7 @@ class SparkEngine(Served):
                 lane.failure = TranscoderError(f"lane {spec.name}: micro-batch {batch_id} failed: {java_failure(exc)}")
                 raise lane.failure from exc
             tallies = [pickle.loads(r.tally) for r in rows]
-            lane.fold(tallies, cpu)
+            self._add_cpu(spec.name, "produce", lane.fold(tallies))
             fatal = next((t for t in tallies if t.fatal), None)
             if fatal is not None:
                 f = fatal.fatal_fields
@@ -327,7 +332,7 @@ class SparkEngine(Served):
         for lane_name, seconds in self._stage_cpu.values():
             per_lane[lane_name] = per_lane.get(lane_name, 0.0) + seconds
         for lane_name, seconds in per_lane.items():
-            self.cpu[(lane_name, "consume")] = seconds
+            self._add_cpu(lane_name, "consume", seconds, total=True)
 
 
 def java_failure(exc: BaseException) -> str:
