@@ -4,6 +4,7 @@ split when the topic refuses their size; the batch producer that sends them."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -129,3 +130,27 @@ def test_a_batch_that_cannot_be_built_is_reported_failed_and_the_producer_goes_o
         p.close(10)
     assert reports == [("_FAIL", -1, b"bad"), (None, 0, b"ok-0"), (None, 1, b"ok-1"), (None, 2, b"ok-2")]
     assert [m.value() for m in read_topic(topic)] == [b"ok-0", b"ok-1", b"ok-2"]
+
+
+@pytest.mark.parametrize("codec,level", [("gzip", 1), ("snappy", None), ("lz4", None), ("lz4", 9), ("zstd", 3)])
+def test_batches_built_here_are_read_by_librdkafka_and_by_kafkas_java_code(kafka, topic_factory, read_topic,
+                                                                              codec, level):
+    """The framing `transcoder evaluate` measures (issue 12) is what Kafka's clients read: each codec's batch,
+    stored as built, read back record by record through librdkafka, and decompressed by the broker's own
+    Java code (DumpLogSegments --deep-iteration)."""
+    topic = topic_factory(partitions=1, config={"compression.type": "producer"})
+    now = int(time.time() * 1000)
+    records = [(f"host-{i % 17}".encode() if i % 9 else None, f'10.0.0.{i % 40} "GET /api/{i % 90}" 200'.encode(),
+                (("seq", str(i).encode()), ("seq", None)) if i % 5 == 0 else (), now + i) for i in range(3000)]
+    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    try:
+        assert info.produce_batch(topic, 0, encode_batch(records, codec=codec, level=level), leader=1) == 0
+    finally:
+        info.close()
+    got = read_topic(topic)
+    assert [(m.key(), m.value(), list(m.headers() or []), m.timestamp()[1]) for m in got] == [
+        (k, v, list(h), ts) for k, v, h, ts in records]
+    assert [b["compresscodec"] for b in kafka.stored_batches(topic, 0)] == [codec]
+    deep = "".join(kafka.local.dump_log_segment(seg, deep=True) for seg in kafka.segment_files(topic, 0))
+    payloads = re.findall(r"payload: (.*)$", deep, re.M)
+    assert payloads == [v.decode() for _, v, _, _ in records]

@@ -47,7 +47,12 @@ def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, v
 
 
 def compress(codec: Codec, data: bytes, level: int | None = None) -> bytes:
-    """Compress a batch's records section as Kafka expects it (zstd: one frame; gzip: one member)."""
+    """Compress a batch's records section as librdkafka writes it, which every Kafka client reads.
+
+    zstd: one frame. gzip: one member. lz4: one LZ4 frame of independent 64 KiB blocks, no content size
+    or checksum (librdkafka's LZ4F preferences; Kafka's Java client writes the same frame shape). snappy:
+    raw snappy, as librdkafka writes it (the Java client writes xerial's framing, and reads raw too).
+    """
     if codec == "none":
         return data
     if codec == "zstd":
@@ -58,7 +63,17 @@ def compress(codec: Codec, data: bytes, level: int | None = None) -> bytes:
         import gzip
 
         return gzip.compress(data, compresslevel=6 if level is None else level)
-    raise ValueError(f"building {codec} batches is not supported here; librdkafka produces them")
+    if codec == "lz4":
+        import lz4.frame
+
+        return lz4.frame.compress(data, compression_level=0 if level is None else level,
+                                  block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                                  content_checksum=False, store_size=False)
+    if codec == "snappy":
+        import snappy
+
+        return bytes(snappy.compress(data))
+    raise ValueError(f"unknown codec {codec!r}")
 
 
 def encode_batch(records: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]], *,

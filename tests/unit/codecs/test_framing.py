@@ -24,7 +24,8 @@ RECORDS = [
 ]
 
 
-@pytest.mark.parametrize("codec,level", [("none", None), ("zstd", 3), ("zstd", 19), ("zstd", 22), ("gzip", 9)])
+@pytest.mark.parametrize("codec,level", [("none", None), ("zstd", 3), ("zstd", 19), ("zstd", 22), ("gzip", 9),
+                                         ("gzip", 1), ("lz4", None), ("lz4", 9), ("snappy", None)])
 def test_batches_round_trip_through_kafkas_reader(codec, level):
     raw = encode_batch(RECORDS, codec=codec, level=level)
     batch, records = parse(raw)
@@ -46,8 +47,18 @@ def test_bad_batches_are_refused():
         encode_batch([])
     with pytest.raises(ValueError, match="outside 1..22"):
         encode_batch(RECORDS, codec="zstd", level=23)
-    with pytest.raises(ValueError, match="not supported here"):
-        encode_batch(RECORDS, codec="snappy")
+    with pytest.raises(ValueError, match="unknown codec 'brotli'"):
+        encode_batch(RECORDS, codec="brotli")  # type: ignore[arg-type]
+
+
+def test_lz4_batches_are_frames_of_independent_64k_blocks_without_size_or_checksum():
+    from transcoder.codecs import compress
+
+    frame = compress("lz4", b"GET /index.html 200\n" * 20000)
+    assert frame[:4] == b"\x04\x22\x4d\x18"  # the LZ4 frame magic
+    flg, bd = frame[4], frame[5]
+    assert flg & 0x20 and not flg & 0x08 and not flg & 0x04  # independent blocks; no content size, no checksum
+    assert bd == 0x40  # 64 KiB blocks, as librdkafka and Kafka's Java client write them
 
 
 RECORD = st.tuples(st.one_of(st.none(), st.binary(max_size=40)), st.one_of(st.none(), st.binary(max_size=200)),
@@ -57,7 +68,7 @@ RECORD = st.tuples(st.one_of(st.none(), st.binary(max_size=40)), st.one_of(st.no
 
 
 @settings(max_examples=60, deadline=None, database=None)
-@given(st.lists(RECORD, min_size=1, max_size=20), st.sampled_from(["none", "zstd", "gzip"]))
+@given(st.lists(RECORD, min_size=1, max_size=20), st.sampled_from(["none", "zstd", "gzip", "lz4", "snappy"]))
 def test_any_records_round_trip(records, codec):
     _, parsed = parse(encode_batch(records, codec=codec))
     assert [(r.key, r.value, [(k, v) for k, v in r.headers], r.timestamp) for r in parsed] == [

@@ -1,0 +1,38 @@
+"""Batches as the producer cuts them, framed and compressed as Kafka stores them."""
+
+from __future__ import annotations
+
+from kafka.record import MemoryRecords
+
+from transcoder.codecs import encode_batch
+from transcoder.evaluate.batches import cut, record_size, sizes
+from transcoder.evaluate.grid import Setting
+from transcoder.pipeline.batching import RECORD_OVERHEAD
+
+LOGS = [(f"host-{i % 7}".encode(), f'10.0.0.{i % 50} - - "GET /api/items/{i % 300} HTTP/1.1" 200'.encode(),
+         (("trace", b"ab"),) if i % 4 == 0 else (), 1_700_000_000_000 + i) for i in range(5000)]
+
+
+def test_batches_close_before_the_record_that_would_pass_max_bytes_and_at_max_records():
+    per = record_size(LOGS[1]) + RECORD_OVERHEAD
+    batches = cut(LOGS[1:4], max_bytes=2 * per)  # two records fit exactly: the second closes the batch
+    assert [len(b) for b in batches] == [2, 1]
+    assert [len(b) for b in cut(LOGS[:10], max_bytes=1 << 20, max_records=4)] == [4, 4, 2]
+    everything = cut(LOGS, max_bytes=16384)
+    assert [r for b in everything for r in b] == LOGS  # nothing lost, offset order kept
+    assert all(sum(record_size(r) + RECORD_OVERHEAD for r in b) <= 16384 for b in everything)
+    assert cut([], max_bytes=16384) == []
+
+
+def test_sizes_are_the_framed_batches_and_larger_batches_compress_better():
+    small = sizes(cut(LOGS, max_bytes=16384), Setting("zstd", 3))
+    large = sizes(cut(LOGS, max_bytes=1 << 20), Setting("zstd", 3))
+    assert small.records == large.records == 5000
+    assert small.record_bytes == sum(record_size(r) for r in LOGS)
+    one = cut(LOGS, max_bytes=1 << 20)
+    assert large.batches == len(one) == 1
+    assert large.compressed_bytes == len(encode_batch(one[0], codec="zstd", level=3))
+    assert large.uncompressed_bytes == len(encode_batch(one[0]))
+    assert large.ratio > small.ratio > 1
+    batch = MemoryRecords(encode_batch(one[0], codec="lz4")).next_batch()  # what a Kafka client reads back
+    assert [r.value for r in batch][:3] == [v for _, v, _, _ in LOGS[:3]]

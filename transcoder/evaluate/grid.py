@@ -1,0 +1,108 @@
+"""Pure: the grid `transcoder evaluate` measures — codec and level settings x batch sizes — from the
+command line's specs (`--codecs zstd:1,3,19 --codecs lz4 --batch-sizes 64KiB,1MiB`), validated up front.
+
+A setting is one codec at one level (None: the codec's default level, as the clients apply it). Levels
+are the ones transcoder can produce (codecs.LEVELS); a batch size may not exceed the destination's
+max.message.bytes (the broker would refuse such a batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import get_args
+
+from transcoder.codecs import LEVELS, Codec, check_level
+from transcoder.errors import ConfigError
+
+KIB, MIB = 1024, 1024 * 1024
+#: Batch sizes measured when none are given (never above the destination's max.message.bytes).
+DEFAULT_BATCH_SIZES = (16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB, 4 * MIB)
+
+
+def _all_levels(codec: Codec) -> str:
+    bounds = LEVELS[codec]
+    if bounds is None:
+        return codec
+    lo, hi = bounds
+    return f"{codec}:{','.join(str(n) for n in range(max(lo, 1), hi + 1))}"
+
+
+#: Settings measured when no --codecs is given: every codec, every level of gzip and zstd, lz4 and snappy
+#: at their defaults.
+DEFAULT_CODECS = ("none", _all_levels("gzip"), "snappy", "lz4", _all_levels("zstd"))
+
+
+@dataclass(frozen=True)
+class Setting:
+    codec: Codec
+    level: int | None  # None: the codec's default level
+
+    @property
+    def label(self) -> str:
+        return self.codec if self.level is None else f"{self.codec}-{self.level}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    setting: Setting
+    batch_bytes: int
+
+
+def parse_codec(spec: str) -> list[Setting]:
+    """One `--codecs` value: a codec, optionally with levels (`zstd:1,3,19`). ConfigError naming what is wrong."""
+    name, sep, levels = spec.strip().partition(":")
+    name = name.strip().lower()
+    if name not in get_args(Codec):
+        raise ConfigError(f"--codecs {spec!r}: unknown codec {name!r} (one of {', '.join(get_args(Codec))})")
+    codec: Codec = name  # type: ignore[assignment]
+    if not sep:
+        return [Setting(codec, None)]
+    out = []
+    for part in levels.split(","):
+        try:
+            level = int(part.strip())
+        except ValueError:
+            raise ConfigError(f"--codecs {spec!r}: {part.strip()!r} is not a level (an integer)") from None
+        try:
+            check_level(codec, level)
+        except ValueError as exc:
+            raise ConfigError(f"--codecs {spec!r}: {exc}") from None
+        out.append(Setting(codec, level))
+    if not out:
+        raise ConfigError(f"--codecs {spec!r}: no levels after ':'")
+    return out
+
+
+def settings(specs: Iterable[str] = DEFAULT_CODECS) -> list[Setting]:
+    """Every setting of the given specs, in their order, each once."""
+    seen: dict[Setting, None] = {}
+    for spec in specs:
+        seen.update(dict.fromkeys(parse_codec(spec)))
+    if not seen:
+        raise ConfigError("--codecs: no codec to evaluate")
+    return list(seen)
+
+
+def batch_sizes(sizes: Sequence[int] = DEFAULT_BATCH_SIZES, *, max_message_bytes: int | None = None,
+                explicit: bool = False) -> list[int]:
+    """The batch sizes to measure, ascending, each once.
+
+    Sizes above the destination's max.message.bytes: an error when the user gave them (`explicit`), left
+    out of the defaults (the broker would refuse those batches).
+    """
+    out = sorted(set(sizes))
+    if not out or out[0] <= 0:
+        raise ConfigError("--batch-sizes: give one or more positive sizes, e.g. 64KiB,1MiB")
+    if max_message_bytes is not None:
+        over = [s for s in out if s > max_message_bytes]
+        if over and explicit:
+            raise ConfigError(f"--batch-sizes: {over[0]:,} B is above the topic's max.message.bytes "
+                              f"({max_message_bytes:,} B): the broker would refuse such batches")
+        out = [s for s in out if s <= max_message_bytes] or [max_message_bytes]
+    return out
+
+
+def grid(chosen: Sequence[Setting], sizes: Sequence[int]) -> list[Cell]:
+    """Every setting at every batch size (settings outer, sizes inner)."""
+    return [Cell(s, b) for s in chosen for b in sizes]
