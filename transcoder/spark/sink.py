@@ -1,8 +1,9 @@
 """The executor side of the Spark engine: each task writes its records through the project's writer
 (kafka.writer.Writer, the service's own), and returns one row of tallies for the driver.
 
-Records reach the Python worker as Arrow batches (`mapInArrow`); `ArrowRecords` presents each row
-with the accessors of a confluent_kafka.Message, so the writer copies keys, values, headers (order,
+Records reach the Python worker as Arrow batches (`mapInArrow`); the writer takes them as columns
+(`write_partition`), and where it needs one record (a failure, a re-send) as a `Delivered`, the batch
+producer's Message-like record, so the writer copies keys, values, headers (order,
 duplicates, nulls), partitions and timestamps exactly as the service does — the timestamps natively,
 which Spark's own Kafka sink cannot (it ignores the `timestamp` column).
 
@@ -16,16 +17,16 @@ from __future__ import annotations
 import json
 import pickle
 import time
-from base64 import b64decode
 from binascii import a2b_base64
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+from confluent_kafka import KafkaError
 
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
+from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.statistics import Window
 from transcoder.kafka.writer import Writer
 from transcoder.pipeline.partitions import Partition, show
@@ -45,55 +46,36 @@ RESULT_SCHEMA = "tally binary"
 EXECUTOR_STATS_INTERVAL_MS = 250
 
 
-class SparkRecord:
-    """One row of an Arrow batch, with the accessors the writer reads from a confluent_kafka.Message."""
+def _payload(batch: Any) -> tuple[list[Any], list[Any], list[Any], list[int]]:
+    """Keys, values, headers and sizes of an Arrow batch (columns as COLUMNS).
 
-    __slots__ = ("_headers", "_key", "_offset", "_partition", "_topic", "_ts", "_value")
+    Sizes are key + value + header names and values, as the service counts a record's bytes. Headers are
+    decoded with one JSON parse per batch, not per record (base64 by binascii: b64decode adds a Python
+    wrapper per call); a record without headers gets None.
+    """
+    import pyarrow.compute as pc
 
-    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
-                 headers: list[tuple[str, bytes | None]] | None, ts: int) -> None:
-        self._topic, self._partition, self._offset = topic, partition, offset
-        self._key, self._value, self._headers, self._ts = key, value, headers, ts
-
-    def error(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        return self._headers
-
-    def timestamp(self) -> tuple[int, int]:
-        # LogAppendTime is copied as CreateTime, as the service does: the copy keeps the source's time.
-        return TIMESTAMP_CREATE_TIME, self._ts
+    key_col, value_col, header_col = batch.column(3), batch.column(4), batch.column(5)
+    sizes = pc.add(pc.fill_null(pc.binary_length(key_col), 0), pc.fill_null(pc.binary_length(value_col), 0)
+                   ).to_pylist()
+    headers: list[Any] = [None] * len(header_col)
+    if header_col.null_count != len(header_col):
+        texts = header_col.to_pylist()
+        at = [i for i, t in enumerate(texts) if t is not None]
+        for i, hs in zip(at, json.loads("[" + ",".join([texts[i] for i in at]) + "]"), strict=True):
+            pairs = [(h["key"], a2b_base64(h["value"]) if h.get("value") is not None else None) for h in hs]
+            headers[i] = pairs
+            sizes[i] += sum(len(k) + (len(v) if v is not None else 0) for k, v in pairs)
+    return key_col.to_pylist(), value_col.to_pylist(), headers, sizes
 
 
-def decode_headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
-    """A record's headers from the JSON of COLUMNS (order, repeated names and null values kept)."""
-    if text is None:
-        return None
-    return [(h["key"], b64decode(h["value"]) if h.get("value") is not None else None) for h in json.loads(text)]
-
-
-def arrow_records(batch: Any) -> list[SparkRecord]:
-    """The records of one Arrow batch (columns as COLUMNS), in their order (a partition's offset order)."""
-    topics, partitions, offsets, keys, values, headers, stamps = (batch.column(i).to_pylist() for i in range(7))
-    return [SparkRecord(t, p, o, k, v, decode_headers(hs), ts)
-            for t, p, o, k, v, hs, ts in zip(topics, partitions, offsets, keys, values, headers, stamps,
-                                             strict=True)]
+def arrow_records(batch: Any) -> list[Delivered]:
+    """The records of any Arrow batch (columns as COLUMNS), in their order, with the accessors of a
+    confluent_kafka.Message (the source timestamp as CreateTime, as the service copies it)."""
+    keys, values, headers, sizes = _payload(batch)
+    topics, partitions, offsets, stamps = (batch.column(i).to_pylist() for i in (0, 1, 2, 6))
+    return [Delivered(t, p, o, (k, v, h or (), ts, n)) for t, p, o, k, v, h, ts, n in
+            zip(topics, partitions, offsets, keys, values, headers, stamps, sizes, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -109,9 +91,9 @@ class Columns:
     stamps: list[int]
     sizes: list[int]  # key + value + header names and values, as the service counts a record's bytes
 
-    def record(self, i: int) -> SparkRecord:
-        return SparkRecord(self.topic, self.partition, self.offsets[i], self.keys[i], self.values[i],
-                           self.headers[i], self.stamps[i])
+    def record(self, i: int) -> Delivered:
+        return Delivered(self.topic, self.partition, self.offsets[i],
+                         (self.keys[i], self.values[i], self.headers[i] or (), self.stamps[i], self.sizes[i]))
 
 
 def arrow_columns(batch: Any) -> Columns | None:
@@ -122,21 +104,9 @@ def arrow_columns(batch: Any) -> Columns | None:
     bounds = pc.min_max(partitions).as_py()
     if bounds["min"] != bounds["max"] or len(topics.unique()) != 1:
         return None
-    key_col, value_col, header_col = batch.column(3), batch.column(4), batch.column(5)
-    sizes = pc.add(pc.fill_null(pc.binary_length(key_col), 0), pc.fill_null(pc.binary_length(value_col), 0)
-                   ).to_pylist()
-    headers: list[Any] = [None] * len(header_col)
-    if header_col.null_count != len(header_col):
-        texts = header_col.to_pylist()
-        at = [i for i, t in enumerate(texts) if t is not None]
-        # One JSON parse per batch, not per record; base64 by binascii (b64decode adds a Python wrapper per call).
-        for i, hs in zip(at, json.loads("[" + ",".join([texts[i] for i in at]) + "]"), strict=True):
-            pairs = [(h["key"], a2b_base64(h["value"]) if h.get("value") is not None else None) for h in hs]
-            headers[i] = pairs
-            sizes[i] += sum(len(k) + (len(v) if v is not None else 0) for k, v in pairs)
+    keys, values, headers, sizes = _payload(batch)
     return Columns(topic=topics[0].as_py(), partition=bounds["min"], offsets=batch.column(2).to_pylist(),
-                   keys=key_col.to_pylist(), values=value_col.to_pylist(), headers=headers,
-                   stamps=batch.column(6).to_pylist(), sizes=sizes)
+                   keys=keys, values=values, headers=headers, stamps=batch.column(6).to_pylist(), sizes=sizes)
 
 
 @dataclass
@@ -219,7 +189,7 @@ def _writer(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -
     return found
 
 
-def _consumer_error(err: KafkaError) -> None:  # SparkRecord.error() is always None: Spark read the records
+def _consumer_error(err: KafkaError) -> None:  # Delivered.error() is always None: Spark read the records
     raise TranscoderError(f"unexpected consumer error from a Spark record: {err.str()}")
 
 
