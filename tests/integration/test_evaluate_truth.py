@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.configs import make_config
-from transcoder.evaluate.batches import cut, sizes
-from transcoder.evaluate.grid import Setting
+from transcoder.evaluate.grid import Cell, Setting
+from transcoder.evaluate.measure import measure_partition
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.service.runner import Service
 
@@ -36,7 +36,7 @@ def test_evaluated_sizes_are_within_one_percent_of_what_the_broker_stores(kafka,
     finally:
         info.close()
     for (codec, level, size), d in zip(CASES, dests, strict=True):
-        evaluated = sizes(cut(sample, max_bytes=size), Setting(codec, level))
+        [evaluated] = measure_partition(sample, [Cell(Setting(codec, level), size)], repeats=1)
         assert evaluated.records == 30_000
         assert evaluated.compressed_bytes == pytest.approx(stored[d["topic"]], rel=0.01), (codec, level, size)
         if level == 19:  # batches transcoder builds itself: evaluate frames them the same way, byte for byte

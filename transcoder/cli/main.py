@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import click
@@ -36,6 +37,19 @@ class ByteSize(click.ParamType):
         if not m:
             self.fail(f"{value!r} is not a size (e.g. 1000, 250MB, 1GiB)", param, ctx)
         return int(float(m.group(1)) * self._units[(m.group(2) or "").lower()])
+
+
+def bootstrap(servers: str | None, local_state_dir: Path | None) -> str:
+    """The bootstrap servers given, else the running local broker's; ConfigError when neither."""
+    if servers:
+        return servers
+    from transcoder.dev.local_kafka import LocalKafka
+
+    st = LocalKafka(local_state_dir).state()
+    if st is None:
+        raise ConfigError("no --bootstrap-servers given (or TRANSCODER_BOOTSTRAP_SERVERS), "
+                          "and no local broker runs: start one with `deploy/local/kafka up`")
+    return st.bootstrap
 
 
 def properties(values: tuple[str, ...]) -> dict[str, str]:

@@ -9,20 +9,8 @@ from pathlib import Path
 
 import click
 
-from transcoder.cli.main import ByteSize, main, properties
+from transcoder.cli.main import ByteSize, bootstrap, main, properties
 from transcoder.errors import ConfigError
-
-def _bootstrap(bootstrap: str | None, local_state_dir: Path | None) -> str:
-    if bootstrap:
-        return bootstrap
-    from transcoder.dev.local_kafka import LocalKafka
-
-    st = LocalKafka(local_state_dir).state()
-    if st is None:
-        raise ConfigError("no --bootstrap-servers given (or TRANSCODER_BOOTSTRAP_SERVERS), "
-                          "and no local broker runs: start one with `deploy/local/kafka up`")
-    return st.bootstrap
-
 
 def _start_ms(value: str | None) -> int | None:
     if value is None:
@@ -95,7 +83,7 @@ def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind
                                     start_ms=start_ms, events_per_second=eps)
         if kind == "entities":
             topic_config.setdefault("cleanup.policy", "compact")
-    cluster = {"bootstrap.servers": _bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}
+    cluster = {"bootstrap.servers": bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}
 
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn

@@ -3,7 +3,7 @@
 May import: transcoder.errors only. No Kafka client.
 """
 
-from transcoder.codecs.framing import compress, encode_batch
+from transcoder.codecs.framing import BATCH_OVERHEAD, compress, decompress, encode_batch, records_section
 from transcoder.codecs.names import (
     ATTRIBUTE_ID,
     CODEC_OF_ID,
@@ -18,6 +18,6 @@ from transcoder.codecs.names import (
     stored_recompressed,
 )
 
-__all__ = ["ATTRIBUTE_ID", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL", "ZSTD_MIN_PRODUCE_VERSION",
-           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "encode_batch",
+__all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL", "ZSTD_MIN_PRODUCE_VERSION",
+           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "decompress", "encode_batch", "records_section",
            "stored_recompressed"]

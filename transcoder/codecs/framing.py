@@ -46,6 +46,19 @@ def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, v
     return _zigzag_varint(len(body)) + bytes(body)
 
 
+#: Bytes of a v2 batch outside its records section: baseOffset, batchLength, partitionLeaderEpoch, magic, crc,
+#: attributes, lastOffsetDelta, base and max timestamps, producerId, producerEpoch, baseSequence, record count.
+BATCH_OVERHEAD = 61
+
+
+def records_section(records: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]]
+                    ) -> bytes:
+    """A batch's records, framed as v2 records (offset and timestamp deltas from the first), uncompressed."""
+    base_ts = records[0][3]
+    return b"".join(_encode_record(i, ts - base_ts, key, value, headers)
+                    for i, (key, value, headers, ts) in enumerate(records))
+
+
 def compress(codec: Codec, data: bytes, level: int | None = None) -> bytes:
     """Compress a batch's records section as librdkafka writes it, which every Kafka client reads.
 
@@ -76,6 +89,29 @@ def compress(codec: Codec, data: bytes, level: int | None = None) -> bytes:
     raise ValueError(f"unknown codec {codec!r}")
 
 
+def decompress(codec: Codec, data: bytes) -> bytes:
+    """A records section back from what `compress` (or any Kafka client) wrote for `codec`."""
+    if codec == "none":
+        return data
+    if codec == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    if codec == "gzip":
+        import gzip
+
+        return gzip.decompress(data)
+    if codec == "lz4":
+        import lz4.frame
+
+        return lz4.frame.decompress(data)
+    if codec == "snappy":
+        import snappy
+
+        return bytes(snappy.uncompress(data))
+    raise ValueError(f"unknown codec {codec!r}")
+
+
 def encode_batch(records: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]], *,
                  codec: Codec = "none", level: int | None = None, base_offset: int = 0,
                  producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
@@ -90,8 +126,7 @@ def encode_batch(records: list[tuple[bytes | None, bytes | None, tuple[tuple[str
         raise ValueError(f"zstd level {level} is outside 1..22")
     base_ts = records[0][3]
     max_ts = max(r[3] for r in records)
-    section = b"".join(_encode_record(i, ts - base_ts, key, value, headers)
-                       for i, (key, value, headers, ts) in enumerate(records))
+    section = records_section(records)
     payload = compress(codec, section, level)
     attributes = ATTRIBUTE_ID[codec]
     after_crc = (

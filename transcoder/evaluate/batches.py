@@ -1,6 +1,6 @@
-"""Pure: a partition's records cut into batches as transcoder's producers cut them, and each batch framed
-and compressed exactly as Kafka stores it (codecs.encode_batch, the framing the service uses for zstd
-13-22), so the sizes evaluate reports are the sizes a broker would hold.
+"""Pure: a partition's records cut into batches as transcoder's producers cut them (evaluate.measure then
+frames and compresses each batch exactly as Kafka stores it, with the framing the service uses for zstd
+13-22, so the sizes evaluate reports are the sizes a broker would hold).
 
 Cutting uses the service's own accumulator (pipeline.batching): a batch closes when the next record
 would take its estimated size (records plus librdkafka's per-record overhead) past `max_bytes`, or at
@@ -10,11 +10,8 @@ would take its estimated size (records plus librdkafka's per-record overhead) pa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-from transcoder.codecs import encode_batch
-from transcoder.evaluate.grid import Setting
 from transcoder.pipeline.batching import Accumulator
 
 #: A record as evaluate holds it: key, value, headers, timestamp (epoch ms) — encode_batch's record shape.
@@ -41,31 +38,3 @@ def cut(records: Iterable[Record], *, max_bytes: int, max_records: int = 100_000
         if not rest:
             return batches
         batches.append(rest)
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """What one setting stores for a partition's batches."""
-
-    batches: int
-    records: int
-    record_bytes: int  # key + value + headers
-    uncompressed_bytes: int  # the batches framed without compression (what `none` stores)
-    compressed_bytes: int  # the batches framed with the setting's codec and level (what the broker stores)
-
-    @property
-    def ratio(self) -> float:
-        """Uncompressed batch bytes over compressed: the destination's saving at this setting."""
-        return self.uncompressed_bytes / self.compressed_bytes if self.compressed_bytes else math.nan
-
-
-def sizes(batches: Sequence[list[Record]], setting: Setting) -> Sizes:
-    """Frame and compress every batch at `setting`; their sizes."""
-    plain = packed = n = nbytes = 0
-    for batch in batches:
-        plain += len(encode_batch(batch))
-        packed += len(encode_batch(batch, codec=setting.codec, level=setting.level))
-        n += len(batch)
-        nbytes += sum(record_size(r) for r in batch)
-    return Sizes(batches=len(batches), records=n, record_bytes=nbytes, uncompressed_bytes=plain,
-                 compressed_bytes=packed)

@@ -103,6 +103,14 @@ def batch_sizes(sizes: Sequence[int] = DEFAULT_BATCH_SIZES, *, max_message_bytes
     return out
 
 
+def batch_label(n: int) -> str:
+    """A batch size as people write it: 64 KiB, 1 MiB, or bytes."""
+    for unit, size in (("MiB", MIB), ("KiB", KIB)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n:,} B"
+
+
 def grid(chosen: Sequence[Setting], sizes: Sequence[int]) -> list[Cell]:
     """Every setting at every batch size (settings outer, sizes inner)."""
     return [Cell(s, b) for s in chosen for b in sizes]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from kafka.record import MemoryRecords
 
 from transcoder.codecs import encode_batch
-from transcoder.evaluate.batches import cut, record_size, sizes
-from transcoder.evaluate.grid import Setting
+from transcoder.evaluate.batches import cut, record_size
+from transcoder.evaluate.grid import Cell, Setting
+from transcoder.evaluate.measure import measure_partition
 from transcoder.pipeline.batching import RECORD_OVERHEAD
 
 LOGS = [(f"host-{i % 7}".encode(), f'10.0.0.{i % 50} - - "GET /api/items/{i % 300} HTTP/1.1" 200'.encode(),
@@ -24,15 +25,18 @@ def test_batches_close_before_the_record_that_would_pass_max_bytes_and_at_max_re
     assert cut([], max_bytes=16384) == []
 
 
-def test_sizes_are_the_framed_batches_and_larger_batches_compress_better():
-    small = sizes(cut(LOGS, max_bytes=16384), Setting("zstd", 3))
-    large = sizes(cut(LOGS, max_bytes=1 << 20), Setting("zstd", 3))
+def test_cells_are_the_framed_batches_and_larger_batches_compress_better():
+    small, large = measure_partition(LOGS, [Cell(Setting("zstd", 3), 16384), Cell(Setting("zstd", 3), 1 << 20)],
+                                     repeats=1)
     assert small.records == large.records == 5000
     assert small.record_bytes == sum(record_size(r) for r in LOGS)
     one = cut(LOGS, max_bytes=1 << 20)
     assert large.batches == len(one) == 1
     assert large.compressed_bytes == len(encode_batch(one[0], codec="zstd", level=3))
     assert large.uncompressed_bytes == len(encode_batch(one[0]))
-    assert large.ratio > small.ratio > 1
+    sixteen = cut(LOGS, max_bytes=16384)
+    assert small.batches == len(sixteen)
+    assert small.compressed_bytes == sum(len(encode_batch(b, codec="zstd", level=3)) for b in sixteen)
+    assert large.compressed_bytes < small.compressed_bytes
     batch = MemoryRecords(encode_batch(one[0], codec="lz4")).next_batch()  # what a Kafka client reads back
     assert [r.value for r in batch][:3] == [v for _, v, _, _ in LOGS[:3]]

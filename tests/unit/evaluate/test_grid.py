@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from transcoder.errors import ConfigError
-from transcoder.evaluate.grid import DEFAULT_BATCH_SIZES, DEFAULT_CODECS, Setting, batch_sizes, grid, settings
+from transcoder.evaluate.grid import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_CODECS,
+    Setting,
+    batch_sizes,
+    grid,
+    settings,
+)
 
 
 def test_codec_specs_give_one_setting_per_level_in_order_each_once():

@@ -1,0 +1,214 @@
+"""`transcoder evaluate`: codec × level × batch size measured on a sample of the topic's own records."""
+
+from __future__ import annotations
+
+import sys
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import click
+
+from transcoder.cli.main import ByteSize, bootstrap, main, properties
+from transcoder.errors import ConfigError
+
+FORMATS = ("table", "markdown", "json", "csv")
+
+
+def _sizes(value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    size = ByteSize()
+    out = []
+    for part in value.split(","):
+        try:
+            out.append(size.convert(part.strip(), None, None))
+        except click.BadParameter:
+            raise ConfigError(f"--batch-sizes: {part.strip()!r} is not a size (e.g. 64KiB, 1MiB)") from None
+    return out
+
+
+def _partitions(value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        return [int(p) for p in value.split(",") if p.strip()]
+    except ValueError:
+        raise ConfigError(f"--partitions {value!r}: give partition numbers, e.g. 0,1,2") from None
+
+
+def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: dict[str, Any] | None,
+            partitions: str | None, records: int | None, since: str | None, until: str | None,
+            file_format: str, key_field: str | None, count: int, seed_value: int, keys: bool, headers: bool) -> Any:
+    from transcoder.evaluate import sample as sampling
+
+    if sum(x is not None for x in (topic, file, kind)) != 1:
+        raise ConfigError("give exactly one input: --topic, --file or --kind")
+    if topic is not None:
+        assert cluster is not None
+        return sampling.read_topic(cluster, topic, partitions=_partitions(partitions),
+                                   records=records if records is not None or since or until else 50_000,
+                                   since=since, until=until)
+    if count <= 0:
+        raise ConfigError(f"--count must be positive, not {count}")
+    from transcoder.dev import seed as seeding
+
+    if file is not None:
+        source = seeding.FileSource(file, fmt=file_format, key_field=key_field)
+        # files carry no timestamps: the records get one, a millisecond apart (as a steady producer would)
+        recs = [(r.key, r.value, r.headers, 1_767_225_600_000 + i) for i, r in enumerate(islice(source, count))]
+        return sampling.from_records(f"file {file}", recs)
+    gen = seeding.generated(kind, seed_value=seed_value, keys=keys, headers=headers, start_ms=1_767_225_600_000,
+                            events_per_second=2000.0)
+    return sampling.from_records(f"--kind {kind} ({count:,} records)",
+                                 [(r.key, r.value, r.headers, r.timestamp_ms) for r in islice(gen, count)])
+
+
+@main.command()
+@click.option("--topic", "-t", help="Topic to sample (per partition, in offset order).")
+@click.option("--bootstrap-servers", "-b", envvar="TRANSCODER_BOOTSTRAP_SERVERS",
+              help="Kafka bootstrap servers (default: the running local broker).")
+@click.option("-X", "props", multiple=True, metavar="KEY=VALUE", help="Any librdkafka property (repeatable).")
+@click.option("--partitions", help="Partitions of --topic to read, e.g. 0,3 (default: all).")
+@click.option("--records", type=int, help="The last N records of each partition (default 50,000).")
+@click.option("--since", help="Records from this time on (ISO-8601 with zone, or epoch ms).")
+@click.option("--until", help="Records before this time (ISO-8601 with zone, or epoch ms).")
+@click.option("--file", "-f", "file", type=click.Path(path_type=Path),
+              help="A file or directory of files, one record per line or NDJSON (.gz read too).")
+@click.option("--file-format", default="auto", show_default=True, type=click.Choice(["auto", "lines", "ndjson"]))
+@click.option("--key-field", help="NDJSON field whose value becomes the record key.")
+@click.option("--kind", "-k", help="Built-in generator: nginx, nginx-error, json-logs, dns, metrics, entities.")
+@click.option("--count", "-n", type=int, default=100_000, show_default=True,
+              help="Records to take from --file or --kind.")
+@click.option("--seed", "seed_value", type=int, default=0, show_default=True, help="Generator seed.")
+@click.option("--keys/--no-keys", default=True, show_default=True, help="Generated records keyed.")
+@click.option("--headers/--no-headers", default=False, show_default=True, help="Generated records with headers.")
+@click.option("--codecs", "codec_specs", multiple=True, metavar="CODEC[:LEVELS]",
+              help="A codec with its levels, e.g. zstd:1,3,19 (repeatable; default: none, gzip 1-9, snappy, "
+                   "lz4, zstd 1-22).")
+@click.option("--batch-sizes", help="Batch sizes (batch.size / max_bytes), e.g. 64KiB,1MiB "
+                                    "(default 16KiB,64KiB,256KiB,1MiB,4MiB within max.message.bytes).")
+@click.option("--max-records", type=int, default=100_000, show_default=True,
+              help="Records per batch at most (batch.num.messages).")
+@click.option("--max-message-bytes", type=ByteSize(),
+              help="The destination's max.message.bytes (default: the sampled topic's).")
+@click.option("--repeats", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Timed repeats per cell (the median is reported).")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="local: in this process; spark: partitions spread over Spark executors.")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master for --engine spark.")
+@click.option("--rate", type=float, help="Records/s the topic receives (default: read from the sampled topic).")
+@click.option("--retention-ms", type=int, help="The topic's retention.ms (default: the sampled topic's, else 7 days).")
+@click.option("--replication-factor", type=int, help="Copies of each partition (default: the topic's, else 3).")
+@click.option("--fanout", type=int, default=1, show_default=True, help="Consumer groups reading the topic.")
+@click.option("--cpu-budget", type=float, help="Cores for compression on producers, brokers and consumers.")
+@click.option("--min-ratio", type=float, help="The least compression ratio to accept.")
+@click.option("--current", "current_spec", metavar="CODEC[:LEVEL]",
+              help="The codec producers use now (default: the codec of the topic's stored batches).")
+@click.option("--current-batch-size", type=ByteSize(),
+              help="The batch size producers use now (default: estimated from the topic's stored batches).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--html", "html_dir", type=click.Path(path_type=Path), help="Also write an HTML report with plots here.")
+@click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
+              hidden=True)
+def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str, ...], partitions: str | None,
+             records: int | None, since: str | None, until: str | None, file: Path | None, file_format: str,
+             key_field: str | None, kind: str | None, count: int, seed_value: int, keys: bool, headers: bool,
+             codec_specs: tuple[str, ...], batch_sizes: str | None, max_records: int, max_message_bytes: int | None,
+             repeats: int, engine: str, master: str, rate: float | None, retention_ms: int | None,
+             replication_factor: int | None, fanout: int, cpu_budget: float | None, min_ratio: float | None,
+             current_spec: str | None, current_batch_size: int | None, fmt: str, html_dir: Path | None,
+             local_kafka_dir: Path | None) -> None:
+    """Measure codec x level x batch size on a sample of records, framed as Kafka stores them, and recommend one."""
+    from transcoder.evaluate import grid, recommend, render
+
+    chosen = grid.settings(codec_specs or grid.DEFAULT_CODECS)
+    if max_records <= 0:
+        raise ConfigError(f"--max-records must be positive, not {max_records}")
+    cluster = None
+    if topic is not None:
+        cluster = {"bootstrap.servers": bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}
+    sample = _sample(topic, file, kind, cluster=cluster, partitions=partitions, records=records, since=since,
+                     until=until, file_format=file_format, key_field=key_field, count=count, seed_value=seed_value,
+                     keys=keys, headers=headers)
+    sample.check_not_empty()
+    facts = sample.topic
+    limit = max_message_bytes or (facts.max_message_bytes if facts else None)
+    sizes = grid.batch_sizes(_sizes(batch_sizes) or grid.DEFAULT_BATCH_SIZES, max_message_bytes=limit,
+                             explicit=batch_sizes is not None)
+    cells = grid.grid(chosen, sizes)
+    current = _current(current_spec, current_batch_size, facts, sizes)
+    if current is not None and current not in cells:
+        cells.append(current)
+    workload = recommend.Workload(
+        rate=rate if rate is not None else (facts.rate if facts else None),
+        retention_ms=retention_ms if retention_ms is not None else (facts.retention_ms if facts else 7 * 86_400_000),
+        replication_factor=replication_factor or (facts.replication_factor if facts else 3),
+        fanout=fanout, cpu_budget=cpu_budget, min_ratio=min_ratio)
+    workload.check()
+
+    results = _measure(engine, master, sample, cells, repeats, max_records)
+    by_cell = dict(zip(cells, results, strict=True))
+    advice = recommend.recommend(results, workload, current=by_cell.get(current) if current else None)
+    rec = advice.as_dict(workload)
+    title = (f"transcoder evaluate: {sample.description}, {sample.records:,} records in {len(sample.partitions)} "
+             f"partition(s), {sample.record_bytes / 1e6:,.1f} MB")
+    sample_info = {"source": sample.description, "records": sample.records, "record_bytes": sample.record_bytes,
+                   "partitions": {str(p): list(o) for p, o in sample.offsets.items()} or sorted(sample.partitions),
+                   "engine": engine, "repeats": repeats, "max_records": max_records,
+                   "topic": None if facts is None else facts.__dict__}
+    if fmt == "json":
+        click.echo(render.as_json(results, rec, sample_info))
+    elif fmt == "csv":
+        click.echo(render.as_csv(results), nl=False)
+    elif fmt == "markdown":
+        click.echo(render.markdown(results, rec))
+    else:
+        from rich.console import Console
+
+        console = Console(width=None if sys.stdout.isatty() else 200)
+        console.print(render.table(results, title, rec))
+        console.print(advice.text)
+    if html_dir is not None:
+        from transcoder.evaluate.html import write_report
+
+        written = write_report(html_dir, results, title=title, summary_lines=advice.text.splitlines(),
+                               recommendation=rec)
+        click.echo(f"wrote {', '.join(str(p) for p in written)}", err=True)
+
+
+def _current(spec: str | None, batch: int | None, facts: Any, sizes: list[int]) -> Any:
+    """The cell producers write today: --current, else the codec of the topic's stored batches."""
+    from transcoder.evaluate import grid
+
+    if spec is not None:
+        settings = grid.parse_codec(spec)
+        if len(settings) != 1:
+            raise ConfigError(f"--current {spec!r}: give one codec and at most one level")
+        setting = settings[0]
+    elif facts is not None and facts.current_codec is not None:
+        setting = grid.Setting(facts.current_codec, None)
+    elif batch is not None:
+        raise ConfigError("--current-batch-size needs --current (or a topic to read the codec from)")
+    else:
+        return None
+    size = batch or (facts.current_batch_bytes if facts is not None else None) or sizes[0]
+    return grid.Cell(setting, size)
+
+
+def _measure(engine: str, master: str, sample: Any, cells: list[Any], repeats: int, max_records: int) -> list[Any]:
+    if engine == "spark":
+        from transcoder.spark.evaluate import measure_on_spark
+
+        return measure_on_spark(sample.partitions, cells, repeats=repeats, max_records=max_records, master=master)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from transcoder.evaluate.measure import measure_sample
+
+    with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                  disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("evaluate", total=len(cells) * len(sample.partitions))
+        return measure_sample(sample.partitions, cells, repeats=repeats, max_records=max_records,
+                              progress=lambda: bar.advance(task))
