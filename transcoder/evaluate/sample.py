@@ -181,6 +181,9 @@ def _ranges(consumer: Consumer, topic: str, chosen: list[int], records: int | No
         except KafkaException as exc:
             raise KafkaUnavailableError(f"cannot read the offsets of {topic} [{p}]: {exc.args[0].str()}",
                                         topic=topic, partition=p) from exc
+        if low < 0 or high < 0:
+            raise KafkaUnavailableError(f"cannot read the offsets of {topic} [{p}]: the broker gave {low}..{high}",
+                                        topic=topic, partition=p)
         start, end = low, high
         if records is not None:
             start = max(low, high - records)
@@ -215,7 +218,8 @@ def _read(consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]], ti
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    open_.discard(p)
+                    if msg.offset() >= ranges.get(p, (0, 0))[1]:  # the end of the range: nothing more to come
+                        open_.discard(p)
                     continue
                 raise KafkaUnavailableError(f"reading {topic} [{p}]: {err.str()}", topic=topic, partition=p)
             if p not in open_:

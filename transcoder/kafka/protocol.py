@@ -109,7 +109,11 @@ class BrokerInfo:
 
         part = manager.run(fetch).responses[0].partitions[0]
         if part.error_code:
-            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: error {part.error_code}")
+            import kafka.errors
+
+            name = kafka.errors.for_code(part.error_code).__name__
+            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {name}", topic=topic,
+                                        partition=partition)
         records = MemoryRecords(part.records or b"")
         out = []
         while (batch := records.next_batch()) is not None:
