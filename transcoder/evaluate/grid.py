@@ -28,9 +28,14 @@ def _all_levels(codec: Codec) -> str:
     return f"{codec}:{','.join(str(n) for n in range(max(lo, 1), hi + 1))}"
 
 
-#: Settings measured when no --codecs is given: every codec, every level of gzip and zstd, lz4 and snappy
-#: at their defaults.
-DEFAULT_CODECS = ("none", _all_levels("gzip"), "snappy", "lz4", _all_levels("zstd"))
+#: Settings measured when no --codecs is given: every codec, every level of gzip and zstd, lz4 at its
+#: default (fast) and at high-compression levels, snappy.
+DEFAULT_CODECS = ("none", _all_levels("gzip"), "snappy", "lz4", "lz4:3,6,9,12", _all_levels("zstd"))
+
+#: zstd's fast (negative) levels: Kafka's Java clients accept them since 3.8 (KIP-390,
+#: compression.zstd.level down to zstd's minimum); librdkafka does not, so transcoder's librdkafka lanes
+#: cannot produce them. evaluate measures them for Java producers.
+ZSTD_MIN_FAST_LEVEL = -131072
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,9 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return self.codec if self.level is None else f"{self.codec}-{self.level}"
+        if self.level is None:
+            return self.codec
+        return f"{self.codec}-fast{-self.level}" if self.level < 0 else f"{self.codec}-{self.level}"
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,8 @@ def parse_codec(spec: str) -> list[Setting]:
         except ValueError:
             raise ConfigError(f"--codecs {spec!r}: {part.strip()!r} is not a level (an integer)") from None
         try:
-            check_level(codec, level)
+            if not (codec == "zstd" and ZSTD_MIN_FAST_LEVEL <= level < 0):
+                check_level(codec, level)
         except ValueError as exc:
             raise ConfigError(f"--codecs {spec!r}: {exc}") from None
         out.append(Setting(codec, level))

@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from transcoder.codecs import LIBRDKAFKA_MAX_LEVEL
 from transcoder.errors import ConfigError
 from transcoder.evaluate.grid import batch_label
 from transcoder.evaluate.measure import CellResult
@@ -198,6 +199,12 @@ def explain(chosen: CellResult, rule: str, current: CellResult | None, next_up: 
                      f"{_change(c.disk_bytes, o.disk_bytes)} ({_bytes(c.disk_bytes - o.disk_bytes)}), network "
                      f"{_change(c.network_bytes, o.network_bytes)} ({_bytes(c.network_bytes - o.network_bytes)} "
                      f"{per}), CPU {_change(c.cores, o.cores)} ({c.cores - o.cores:+.3g} {cores}).")
+    if chosen.codec == "zstd" and chosen.level is not None and chosen.level > LIBRDKAFKA_MAX_LEVEL:
+        lines.append(f"librdkafka clients cap compression.level at {LIBRDKAFKA_MAX_LEVEL}: {chosen.label} batches "
+                     "come from Java producers (compression.zstd.level, Kafka 3.8+) or transcoder's own batches.")
+    elif chosen.codec == "zstd" and chosen.level is not None and chosen.level < 0:
+        lines.append(f"Only Java producers (Kafka 3.8+, compression.zstd.level={chosen.level}) write zstd's fast "
+                     "levels; librdkafka clients and transcoder do not.")
     if next_up is not None:
         n = costs(next_up, w)
         lines.append(f"The next step up, {cell_name(next_up)}, would reach {next_up.ratio:.2f}x "

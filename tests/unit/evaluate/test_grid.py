@@ -22,10 +22,14 @@ def test_codec_specs_give_one_setting_per_level_in_order_each_once():
     assert [s.label for s in got[:4]] == ["zstd-1", "zstd-3", "zstd-19", "lz4"]
 
 
-def test_the_default_grid_is_every_codec_and_every_gzip_and_zstd_level():
+def test_the_default_grid_is_every_codec_every_gzip_and_zstd_level_and_lz4s_high_levels():
     labels = [s.label for s in settings(DEFAULT_CODECS)]
     assert labels[:11] == ["none", *[f"gzip-{n}" for n in range(1, 10)], "snappy"]
-    assert labels[11:] == ["lz4", *[f"zstd-{n}" for n in range(1, 23)]]
+    assert labels[11:] == ["lz4", "lz4-3", "lz4-6", "lz4-9", "lz4-12", *[f"zstd-{n}" for n in range(1, 23)]]
+
+
+def test_zstd_fast_levels_are_measured_for_java_producers():
+    assert [s.label for s in settings(["zstd:-5,-1"])] == ["zstd-fast5", "zstd-fast1"]
     assert DEFAULT_BATCH_SIZES == (16384, 65536, 262144, 1048576, 4194304)
 
 

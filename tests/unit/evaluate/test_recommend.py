@@ -57,6 +57,7 @@ def test_a_cpu_budget_takes_the_highest_ratio_it_affords():
     assert recommend(GRID, Workload(rate=10_000, retention_ms=WEEK_MS, cpu_budget=1.0)).chosen == ZSTD3
     big = recommend(GRID, Workload(rate=10_000, retention_ms=WEEK_MS, cpu_budget=2.5))
     assert big.chosen == ZSTD19 and big.next_up is None
+    assert "librdkafka clients cap compression.level at 12: zstd-19 batches come from Java producers" in big.text
     assert "the highest ratio within the budget of 2.5 cores" in big.text
     assert "No cell measured has a higher ratio." in big.text
 
