@@ -13,6 +13,9 @@ from transcoder.cli.main import ByteSize, bootstrap, main, properties
 from transcoder.errors import ConfigError
 
 FORMATS = ("table", "markdown", "json", "csv")
+#: With --engine spark and --topic, the driver reads this many records of each partition (the topic's facts:
+#: the codec producers use now, their batch size, the rate); the executors read the sample.
+HEAD = 2_000
 
 
 def _sizes(value: str | None) -> list[int] | None:
@@ -90,6 +93,10 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
                                     "(default 16KiB,64KiB,256KiB,1MiB,4MiB within max.message.bytes).")
 @click.option("--max-records", type=int, default=100_000, show_default=True,
               help="Records per batch at most (batch.num.messages).")
+@click.option("--producer", type=click.Choice(["librdkafka", "java", "both"]), default="librdkafka", show_default=True,
+              help="Whose batching rule cuts batches: librdkafka's (transcoder, most non-Java clients: batch.size "
+                   "counts record bytes) or the Java producer's (MirrorMaker 2: batch.size counts estimated "
+                   "compressed bytes), or both side by side.")
 @click.option("--max-message-bytes", type=ByteSize(),
               help="The destination's max.message.bytes (default: the sampled topic's).")
 @click.option("--repeats", type=click.IntRange(1, 50), default=3, show_default=True,
@@ -114,7 +121,8 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
 def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str, ...], partitions: str | None,
              records: int | None, since: str | None, until: str | None, file: Path | None, file_format: str,
              key_field: str | None, kind: str | None, count: int, seed_value: int, keys: bool, headers: bool,
-             codec_specs: tuple[str, ...], batch_sizes: str | None, max_records: int, max_message_bytes: int | None,
+             codec_specs: tuple[str, ...], batch_sizes: str | None, max_records: int, producer: str,
+             max_message_bytes: int | None,
              repeats: int, engine: str, master: str, rate: float | None, retention_ms: int | None,
              replication_factor: int | None, fanout: int, cpu_budget: float | None, min_ratio: float | None,
              current_spec: str | None, current_batch_size: int | None, fmt: str, html_dir: Path | None,
@@ -128,15 +136,26 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     cluster = None
     if topic is not None:
         cluster = {"bootstrap.servers": bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}
-    sample = _sample(topic, file, kind, cluster=cluster, partitions=partitions, records=records, since=since,
-                     until=until, file_format=file_format, key_field=key_field, count=count, seed_value=seed_value,
-                     keys=keys, headers=headers)
-    sample.check_not_empty()
+    plan = None
+    if topic is not None and engine == "spark":  # the executors read the sample; the driver reads its heads
+        from transcoder.evaluate import sample as sampling
+
+        plan = sampling.plan_topic(cluster, topic, partitions=_partitions(partitions),
+                                   records=records if records is not None or since or until else 50_000,
+                                   since=since, until=until)
+        sample = sampling.read_ranges(plan, {p: (s, min(e, s + HEAD)) for p, (s, e) in plan.ranges.items()})
+        sample.check_not_empty()
+        sample.topic = sampling.facts(plan, sample)
+    else:
+        sample = _sample(topic, file, kind, cluster=cluster, partitions=partitions, records=records, since=since,
+                         until=until, file_format=file_format, key_field=key_field, count=count,
+                         seed_value=seed_value, keys=keys, headers=headers)
+        sample.check_not_empty()
     facts = sample.topic
     limit = max_message_bytes or (facts.max_message_bytes if facts else None)
     sizes = grid.batch_sizes(_sizes(batch_sizes) or grid.DEFAULT_BATCH_SIZES, max_message_bytes=limit,
                              explicit=batch_sizes is not None)
-    cells = grid.grid(chosen, sizes)
+    cells = grid.grid(chosen, sizes, ("librdkafka", "java") if producer == "both" else (producer,))
     current = _current(current_spec, current_batch_size, facts, sizes)
     if current is not None and current not in cells:
         cells.append(current)
@@ -147,15 +166,22 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
         fanout=fanout, cpu_budget=cpu_budget, min_ratio=min_ratio)
     workload.check()
 
-    results = _measure(engine, master, sample, cells, repeats, max_records)
+    if plan is not None:
+        from transcoder.spark.evaluate import measure_topic_on_spark
+
+        results = measure_topic_on_spark(plan, cells, repeats=repeats, max_records=max_records, master=master)
+        sample.offsets = {p: (s, e - 1) for p, (s, e) in plan.ranges.items()}
+    else:
+        results = _measure(engine, master, sample, cells, repeats, max_records)
     by_cell = dict(zip(cells, results, strict=True))
     advice = recommend.recommend(results, workload, current=by_cell.get(current) if current else None)
     rec = advice.as_dict(workload)
-    title = (f"transcoder evaluate: {sample.description}, {sample.records:,} records in {len(sample.partitions)} "
-             f"partition(s), {sample.record_bytes / 1e6:,.1f} MB")
-    sample_info = {"source": sample.description, "records": sample.records, "record_bytes": sample.record_bytes,
+    n_records, n_bytes = results[0].records, results[0].record_bytes  # every cell measures the whole sample
+    title = (f"transcoder evaluate: {sample.description}, {n_records:,} records in {len(sample.partitions)} "
+             f"partition(s), {n_bytes / 1e6:,.1f} MB")
+    sample_info = {"source": sample.description, "records": n_records, "record_bytes": n_bytes,
                    "partitions": {str(p): list(o) for p, o in sample.offsets.items()} or sorted(sample.partitions),
-                   "engine": engine, "repeats": repeats, "max_records": max_records,
+                   "engine": engine, "repeats": repeats, "max_records": max_records, "producer": producer,
                    "topic": None if facts is None else facts.__dict__}
     if fmt == "json":
         click.echo(render.as_json(results, rec, sample_info))

@@ -3,7 +3,14 @@
 May import: transcoder.errors only. No Kafka client.
 """
 
-from transcoder.codecs.framing import BATCH_OVERHEAD, compress, decompress, encode_batch, records_section
+from transcoder.codecs.framing import (
+    BATCH_OVERHEAD,
+    compress,
+    decompress,
+    encode_batch,
+    encode_record,
+    records_section,
+)
 from transcoder.codecs.names import (
     ATTRIBUTE_ID,
     CODEC_OF_ID,
@@ -19,5 +26,5 @@ from transcoder.codecs.names import (
 )
 
 __all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL", "ZSTD_MIN_PRODUCE_VERSION",
-           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "decompress", "encode_batch", "records_section",
+           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "decompress", "encode_batch", "encode_record", "records_section",
            "stored_recompressed"]

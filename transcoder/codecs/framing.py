@@ -28,8 +28,9 @@ def _zigzag_varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
-                   headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                  headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
+    """One v2 record (its length varint included), as it sits in a batch's records section."""
     body = bytearray(b"\x00")  # record attributes: unused, always 0
     body += _zigzag_varint(timestamp_delta)
     body += _zigzag_varint(offset_delta)
@@ -55,7 +56,7 @@ def records_section(records: list[tuple[bytes | None, bytes | None, tuple[tuple[
                     ) -> bytes:
     """A batch's records, framed as v2 records (offset and timestamp deltas from the first), uncompressed."""
     base_ts = records[0][3]
-    return b"".join(_encode_record(i, ts - base_ts, key, value, headers)
+    return b"".join(encode_record(i, ts - base_ts, key, value, headers)
                     for i, (key, value, headers, ts) in enumerate(records))
 
 

@@ -10,8 +10,16 @@ would take its estimated size (records plus librdkafka's per-record overhead) pa
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterable
 
+from transcoder.codecs import (
+    BATCH_OVERHEAD,
+    Codec,
+    compress,
+    encode_record,
+    records_section,
+)
 from transcoder.pipeline.batching import Accumulator
 
 #: A record as evaluate holds it: key, value, headers, timestamp (epoch ms) — encode_batch's record shape.
@@ -38,3 +46,57 @@ def cut(records: Iterable[Record], *, max_bytes: int, max_records: int = 100_000
         if not rest:
             return batches
         batches.append(rest)
+
+
+# ---------------------------------------------------------------- the Java producer's rule (MirrorMaker 2)
+# Kafka's MemoryRecordsBuilder: a record fits while batch.size >= 61 + uncompressed bytes x the estimated
+# compression ratio x 1.05 + the record's own (uncompressed) size; the estimate, per topic and codec, starts
+# at 1.0 and after each batch moves towards what that batch achieved (CompressionRatioEstimator: up by at
+# least 0.05 when a batch compressed worse, down by at most 0.005 when better). All in float32, as in Java.
+JAVA_ESTIMATION_FACTOR = 1.05
+JAVA_IMPROVING_STEP = 0.005
+JAVA_DETERIORATE_STEP = 0.05
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _java_estimate(current: float, observed: float) -> float:
+    if observed > current:
+        return max(_f32(current + _f32(JAVA_DETERIORATE_STEP)), observed)
+    if observed < current:
+        return max(_f32(current - _f32(JAVA_IMPROVING_STEP)), observed)
+    return current
+
+
+def cut_java(records: Iterable[Record], *, batch_size: int, codec: Codec, level: int | None = None) -> list[list[Record]]:
+    """One partition's records as a Java producer (Kafka 2.1+) with batch.size = `batch_size` and this codec
+    cuts them when linger never closes a batch first."""
+    factor = _f32(JAVA_ESTIMATION_FACTOR)
+    estimate = 1.0
+    batches: list[list[Record]] = []
+    current: list[Record] = []
+    written = 0  # uncompressed bytes of the records appended
+
+    def close() -> None:
+        nonlocal estimate
+        batches.append(current)
+        if codec != "none":
+            section = records_section(current)
+            estimate = _java_estimate(estimate, _f32(len(compress(codec, section, level)) / len(section)))
+
+    for r in records:
+        key, value, headers, ts = r
+        size = len(encode_record(len(current), ts - current[0][3] if current else 0, key, value, headers))
+        if current:
+            estimated = BATCH_OVERHEAD + (written if codec == "none" else int(_f32(_f32(written * estimate) * factor)))
+            if batch_size <= estimated or batch_size < estimated + size:  # isFull() or not hasRoomFor()
+                close()
+                current, written = [], 0
+                size = len(encode_record(0, 0, key, value, headers))
+        current.append(r)
+        written += size
+    if current:
+        close()
+    return batches

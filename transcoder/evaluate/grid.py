@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import get_args
+from typing import Literal, get_args
 
 from transcoder.codecs import LEVELS, Codec, check_level
 from transcoder.errors import ConfigError
 
 KIB, MIB = 1024, 1024 * 1024
+Producer = Literal["librdkafka", "java"]
 #: Batch sizes measured when none are given (never above the destination's max.message.bytes).
 DEFAULT_BATCH_SIZES = (16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB, 4 * MIB)
 
@@ -54,6 +55,9 @@ class Setting:
 class Cell:
     setting: Setting
     batch_bytes: int
+    #: Whose batching rule cuts the batches: librdkafka's (batch.size counts uncompressed record bytes; the
+    #: service's lanes) or the Java producer's (batch.size counts estimated compressed bytes; MirrorMaker 2).
+    producer: Producer = "librdkafka"
 
 
 def parse_codec(spec: str) -> list[Setting]:
@@ -119,6 +123,7 @@ def batch_label(n: int) -> str:
     return f"{n:,} B"
 
 
-def grid(chosen: Sequence[Setting], sizes: Sequence[int]) -> list[Cell]:
-    """Every setting at every batch size (settings outer, sizes inner)."""
-    return [Cell(s, b) for s in chosen for b in sizes]
+def grid(chosen: Sequence[Setting], sizes: Sequence[int], producers: Sequence[Producer] = ("librdkafka",)
+         ) -> list[Cell]:
+    """Every setting at every batch size for every producer rule (settings outer, producers inner)."""
+    return [Cell(s, b, p) for s in chosen for b in sizes for p in producers]

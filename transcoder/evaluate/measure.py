@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from transcoder.codecs import BATCH_OVERHEAD, compress, decompress, records_section
-from transcoder.evaluate.batches import Record, cut, record_size
+from transcoder.evaluate.batches import Record, cut, cut_java, record_size
 from transcoder.evaluate.grid import Cell, Setting
 
 #: CPU seconds after which a cell is not repeated further on a partition (zstd-19 on a large sample: one
@@ -46,10 +46,11 @@ class Partial:
     compressed_bytes: int  # the batches framed with the codec (what the broker stores)
     compress_cpu_s: tuple[float, ...]  # one per repeat
     decompress_cpu_s: tuple[float, ...]
+    producer: str = "librdkafka"  # whose batching rule cut the batches (grid.Cell.producer)
 
     @property
-    def key(self) -> tuple[str, int | None, int]:
-        return self.codec, self.level, self.batch_bytes
+    def key(self) -> tuple[str, int | None, int, str]:
+        return self.codec, self.level, self.batch_bytes, self.producer
 
 
 def measure_partition(records: Sequence[Record], cells: Sequence[Cell], *, repeats: int = 3,
@@ -57,20 +58,22 @@ def measure_partition(records: Sequence[Record], cells: Sequence[Cell], *, repea
     """Every cell's figures on one partition's records (in offset order), in `cells` order."""
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
-    sections: dict[int, list[bytes]] = {}
-    counts: dict[int, tuple[int, int]] = {}  # batch size -> (batches, records)
-    for size in dict.fromkeys(c.batch_bytes for c in cells):
-        batches = cut(records, max_bytes=size, max_records=max_records)
-        sections[size] = [records_section(b) for b in batches]
-        counts[size] = (len(batches), sum(len(b) for b in batches))
+    cuts: dict[tuple[object, ...], tuple[list[bytes], int, int]] = {}  # -> (sections, batches, records)
     record_bytes = sum(record_size(r) for r in records)
     out = []
     for cell in cells:
-        secs = sections[cell.batch_bytes]
-        n_batches, n_records = counts[cell.batch_bytes]
+        if cell.producer == "java":  # the Java rule cuts by estimated compressed bytes: per codec and level
+            how: tuple[object, ...] = (cell.batch_bytes, cell.producer, cell.setting)
+        else:
+            how = (cell.batch_bytes, cell.producer)
+        if how not in cuts:
+            batches = (cut_java(records, batch_size=cell.batch_bytes, codec=cell.setting.codec,
+                                level=cell.setting.level) if cell.producer == "java"
+                       else cut(records, max_bytes=cell.batch_bytes, max_records=max_records))
+            cuts[how] = ([records_section(b) for b in batches], len(batches), sum(len(b) for b in batches))
+        secs, n_batches, n_records = cuts[how]
         plain = sum(len(s) for s in secs)
-        out.append(_measure_cell(cell.setting, cell.batch_bytes, secs, n_batches, n_records, record_bytes, plain,
-                                 repeats))
+        out.append(_measure_cell(cell, secs, n_batches, n_records, record_bytes, plain, repeats))
         if progress is not None:
             progress()
     return out
@@ -85,9 +88,9 @@ def measure_sample(partitions: Mapping[int, Sequence[Record]], cells: Sequence[C
     return fold(partials, cells)
 
 
-def _measure_cell(setting: Setting, batch_bytes: int, secs: list[bytes], n_batches: int, n_records: int,
-                  record_bytes: int, plain: int, repeats: int) -> Partial:
-    codec, level = setting.codec, setting.level
+def _measure_cell(cell: Cell, secs: list[bytes], n_batches: int, n_records: int, record_bytes: int, plain: int,
+                  repeats: int) -> Partial:
+    codec, level = cell.setting.codec, cell.setting.level
     if codec == "none":  # nothing to compress: stored as framed
         packed, c_cpu, d_cpu = plain, (0.0,) * repeats, (0.0,) * repeats
     else:
@@ -105,9 +108,10 @@ def _measure_cell(setting: Setting, batch_bytes: int, secs: list[bytes], n_batch
             d_times.append(time.thread_time() - t1)
         packed, c_cpu, d_cpu = sum(len(p) for p in payloads), tuple(c_times), tuple(d_times)
     overhead = BATCH_OVERHEAD * n_batches
-    return Partial(codec=codec, level=level, batch_bytes=batch_bytes, batches=n_batches, records=n_records,
+    return Partial(codec=codec, level=level, batch_bytes=cell.batch_bytes, batches=n_batches, records=n_records,
                    record_bytes=record_bytes, section_bytes=plain, uncompressed_bytes=overhead + plain,
-                   compressed_bytes=overhead + packed, compress_cpu_s=c_cpu, decompress_cpu_s=d_cpu)
+                   compressed_bytes=overhead + packed, compress_cpu_s=c_cpu, decompress_cpu_s=d_cpu,
+                   producer=cell.producer)
 
 
 @dataclass(frozen=True)
@@ -124,10 +128,13 @@ class CellResult:
     compressed_bytes: int
     compress_cpu_s: float  # median over repeats of the CPU seconds to compress the whole sample
     decompress_cpu_s: float
+    producer: str = "librdkafka"
 
     @property
     def label(self) -> str:
-        return Setting(self.codec, self.level).label  # type: ignore[arg-type]
+        """zstd-3, lz4 ...; `(java)` after it for batches cut by the Java producer's rule."""
+        label = Setting(self.codec, self.level).label  # type: ignore[arg-type]
+        return f"{label} (java)" if self.producer == "java" else label
 
     @property
     def ratio(self) -> float:
@@ -160,7 +167,8 @@ class CellResult:
 
     def as_dict(self) -> dict[str, object]:
         """The cell as `--format json` and csv print it."""
-        return {"codec": self.codec, "level": self.level, "batch_bytes": self.batch_bytes, "batches": self.batches,
+        return {"codec": self.codec, "level": self.level, "batch_bytes": self.batch_bytes, "producer": self.producer,
+                "batches": self.batches,
                 "records": self.records, "uncompressed_bytes": self.uncompressed_bytes,
                 "compressed_bytes": self.compressed_bytes, "ratio": _round(self.ratio, 4),
                 "bytes_per_record": _round(self.bytes_per_record, 2),
@@ -180,9 +188,9 @@ def fold(partials: Iterable[Partial], cells: Sequence[Cell]) -> list[CellResult]
         by_key.setdefault(p.key, []).append(p)
     out = []
     for cell in cells:
-        parts = by_key.get((cell.setting.codec, cell.setting.level, cell.batch_bytes))
+        parts = by_key.get((cell.setting.codec, cell.setting.level, cell.batch_bytes, cell.producer))
         if not parts:
-            raise ValueError(f"no figures for {cell.setting.label} at {cell.batch_bytes} B")
+            raise ValueError(f"no figures for {cell.setting.label} at {cell.batch_bytes} B ({cell.producer})")
         repeats = min(len(p.compress_cpu_s) for p in parts)  # slow cells may have stopped early somewhere
         c = statistics.median(sum(p.compress_cpu_s[r] for p in parts) for r in range(repeats))
         d = statistics.median(sum(p.decompress_cpu_s[r] for p in parts) for r in range(repeats))
@@ -191,5 +199,5 @@ def fold(partials: Iterable[Partial], cells: Sequence[Cell]) -> list[CellResult]
                               record_bytes=sum(p.record_bytes for p in parts),
                               uncompressed_bytes=sum(p.uncompressed_bytes for p in parts),
                               compressed_bytes=sum(p.compressed_bytes for p in parts),
-                              compress_cpu_s=c, decompress_cpu_s=d))
+                              compress_cpu_s=c, decompress_cpu_s=d, producer=cell.producer))
     return out

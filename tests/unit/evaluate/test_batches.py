@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kafka.record import MemoryRecords
 
-from transcoder.codecs import encode_batch
-from transcoder.evaluate.batches import cut, record_size
+from transcoder.codecs import encode_batch, encode_record
+from transcoder.evaluate.batches import cut, cut_java, record_size
 from transcoder.evaluate.grid import Cell, Setting
-from transcoder.evaluate.measure import measure_partition
+from transcoder.evaluate.measure import measure_partition, measure_sample
 from transcoder.pipeline.batching import RECORD_OVERHEAD
 
 LOGS = [(f"host-{i % 7}".encode(), f'10.0.0.{i % 50} - - "GET /api/items/{i % 300} HTTP/1.1" 200'.encode(),
@@ -40,3 +40,27 @@ def test_cells_are_the_framed_batches_and_larger_batches_compress_better():
     assert large.compressed_bytes < small.compressed_bytes
     batch = MemoryRecords(encode_batch(one[0], codec="lz4")).next_batch()  # what a Kafka client reads back
     assert [r.value for r in batch][:3] == [v for _, v, _, _ in LOGS[:3]]
+
+
+def _encoded(batch):
+    return [len(encode_record(i, r[3] - batch[0][3], r[0], r[1], r[2])) for i, r in enumerate(batch)]
+
+
+def test_the_java_rule_fills_batch_size_with_uncompressed_bytes_until_its_estimate_learns_the_ratio():
+    plain = cut_java(LOGS, batch_size=16384, codec="none")
+    assert [r for b in plain for r in b] == LOGS
+    for b, nxt in zip(plain, plain[1:], strict=False):  # full: the next record would not have fitted
+        assert 61 + sum(_encoded(b)) <= 16384 < 61 + sum(_encoded(b)) + len(encode_record(len(b), 0, *nxt[0][:3]))
+    packed = cut_java(LOGS, batch_size=16384, codec="zstd", level=3)
+    assert [r for b in packed for r in b] == LOGS
+    first = packed[0]
+    assert 61 + int(sum(_encoded(first)) * 1.05) <= 16384  # estimate 1.0 x the 1.05 safety factor
+    # the estimate moves down 0.005 per batch that compressed better: batches grow one after the other
+    assert len(packed[1]) > len(packed[0]) and len(packed[-2]) > len(packed[1])
+
+
+def test_java_cells_are_cut_per_codec_and_named_so():
+    java, rdk = measure_sample({0: LOGS}, [Cell(Setting("zstd", 3), 16384, "java"), Cell(Setting("zstd", 3), 16384)],
+                               repeats=1)
+    assert java.label == "zstd-3 (java)" and rdk.label == "zstd-3"
+    assert java.batches == len(cut_java(LOGS, batch_size=16384, codec="zstd", level=3)) < rdk.batches
