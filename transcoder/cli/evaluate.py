@@ -42,7 +42,8 @@ def _partitions(value: str | None) -> list[int] | None:
 
 def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: dict[str, Any] | None,
             partitions: str | None, records: int | None, since: str | None, until: str | None,
-            file_format: str, key_field: str | None, count: int, seed_value: int, keys: bool, headers: bool) -> Any:
+            file_format: str, key_field: str | None, count: int, seed_value: int, keys: bool, headers: bool,
+            partition_count: int) -> Any:
     from transcoder.evaluate import sample as sampling
 
     if sum(x is not None for x in (topic, file, kind)) != 1:
@@ -60,11 +61,12 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
         source = seeding.FileSource(file, fmt=file_format, key_field=key_field)
         # files carry no timestamps: the records get one, a millisecond apart (as a steady producer would)
         recs = [(r.key, r.value, r.headers, 1_767_225_600_000 + i) for i, r in enumerate(islice(source, count))]
-        return sampling.from_records(f"file {file}", recs)
+        return sampling.from_records(f"file {file}", recs, partition_count)
     gen = seeding.generated(kind, seed_value=seed_value, keys=keys, headers=headers, start_ms=1_767_225_600_000,
                             events_per_second=2000.0)
-    return sampling.from_records(f"--kind {kind} ({count:,} records)",
-                                 [(r.key, r.value, r.headers, r.timestamp_ms) for r in islice(gen, count)])
+    return sampling.from_records(f"--kind {kind}",
+                                 [(r.key, r.value, r.headers, r.timestamp_ms) for r in islice(gen, count)],
+                                 partition_count)
 
 
 @main.command()
@@ -83,6 +85,9 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
 @click.option("--kind", "-k", help="Built-in generator: nginx, nginx-error, json-logs, dns, metrics, entities.")
 @click.option("--count", "-n", type=int, default=100_000, show_default=True,
               help="Records to take from --file or --kind.")
+@click.option("--partition-count", type=int, default=1, show_default=True,
+              help="Spread --file/--kind records over this many partitions (murmur2 of the key, as Java "
+                   "producers do; unkeyed records round-robin).")
 @click.option("--seed", "seed_value", type=int, default=0, show_default=True, help="Generator seed.")
 @click.option("--keys/--no-keys", default=True, show_default=True, help="Generated records keyed.")
 @click.option("--headers/--no-headers", default=False, show_default=True, help="Generated records with headers.")
@@ -120,7 +125,8 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
               hidden=True)
 def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str, ...], partitions: str | None,
              records: int | None, since: str | None, until: str | None, file: Path | None, file_format: str,
-             key_field: str | None, kind: str | None, count: int, seed_value: int, keys: bool, headers: bool,
+             key_field: str | None, kind: str | None, count: int, partition_count: int, seed_value: int, keys: bool,
+             headers: bool,
              codec_specs: tuple[str, ...], batch_sizes: str | None, max_records: int, producer: str,
              max_message_bytes: int | None,
              repeats: int, engine: str, master: str, rate: float | None, retention_ms: int | None,
@@ -149,7 +155,7 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     else:
         sample = _sample(topic, file, kind, cluster=cluster, partitions=partitions, records=records, since=since,
                          until=until, file_format=file_format, key_field=key_field, count=count,
-                         seed_value=seed_value, keys=keys, headers=headers)
+                         seed_value=seed_value, keys=keys, headers=headers, partition_count=partition_count)
         sample.check_not_empty()
     facts = sample.topic
     limit = max_message_bytes or (facts.max_message_bytes if facts else None)

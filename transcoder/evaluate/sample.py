@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from kafka.partitioner.default import murmur2
 
 from transcoder.codecs import CODEC_OF_ID
 from transcoder.errors import ConfigError, InputError, KafkaUnavailableError
@@ -64,9 +65,16 @@ class Sample:
             raise InputError(f"the sample is empty: {self.description} gave no records")
 
 
-def from_records(description: str, records: Sequence[Record]) -> Sample:
-    """A sample of records from a file or a generator: one partition (partition 0), in their order."""
-    return Sample(description, {0: list(records)})
+def from_records(description: str, records: Sequence[Record], partitions: int = 1) -> Sample:
+    """A sample of records from a file or a generator, spread over `partitions` as Kafka's Java producer
+    spreads them: keyed records by murmur2 of the key, unkeyed ones round-robin; each partition in order."""
+    if partitions < 1:
+        raise ConfigError(f"--partition-count must be at least 1, not {partitions}")
+    out: dict[int, list[Record]] = {p: [] for p in range(partitions)}
+    for i, r in enumerate(records):
+        p = 0 if partitions == 1 else (murmur2(r[0]) & 0x7FFFFFFF) % partitions if r[0] is not None else i % partitions
+        out[p].append(r)
+    return Sample(description, {p: rs for p, rs in out.items() if rs})
 
 
 def _parse_time(value: str, flag: str) -> int:
