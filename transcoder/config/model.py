@@ -219,6 +219,56 @@ class SparkConfig(_Model):
         return v
 
 
+#: The default sample of live scoring: a destination's batch.max_bytes, at most this.
+DEFAULT_SAMPLE_BYTES_CAP = 4 * 1024 * 1024
+#: The largest sample live scoring may hold per destination (it is copied in memory and compressed per candidate).
+MAX_SAMPLE_BYTES = 64 * 1024 * 1024
+
+
+class Candidate(_Model):
+    """A codec and level the service scores on samples of what it copies (`evaluate.candidates`)."""
+
+    codec: Codec
+    level: int | None = None  # None: the codec's default level
+
+    @model_validator(mode="after")
+    def _check(self) -> Candidate:
+        check_level(self.codec, self.level)
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.codec if self.level is None else f"{self.codec}-{self.level}"
+
+
+class EvaluateConfig(_Model):
+    """Live scoring (`evaluate:`): every `sample_interval_s`, each destination's lane captures one window of
+    consecutive records of one partition (at most `sample_bytes` of keys, values and headers), and a background
+    thread compresses it as the destination's producer would cut it, with the destination's own codec and
+    with each candidate, using at most `max_cpu_share` of one core. Absent: no sampling, no thread."""
+
+    sample_interval_s: float = Field(default=60.0, gt=0)
+    candidates: list[Candidate] = Field(min_length=1)
+    #: Record bytes per sample and destination; default: the destination's batch.max_bytes, at most 4 MiB.
+    sample_bytes: PositiveInt | None = Field(default=None, le=MAX_SAMPLE_BYTES)
+    #: The scorer's CPU over its work and its pauses: after a job of c CPU seconds it waits c*(1-share)/share.
+    max_cpu_share: float = Field(default=0.05, gt=0, le=1)
+
+    @field_validator("candidates")
+    @classmethod
+    def _distinct(cls, v: list[Candidate]) -> list[Candidate]:
+        seen: set[tuple[str, int | None]] = set()
+        for c in v:
+            if (c.codec, c.level) in seen:
+                raise ValueError(f"candidate {c.label} is listed twice")
+            seen.add((c.codec, c.level))
+        return v
+
+    def sample_bytes_for(self, batch: Batch) -> int:
+        """The record bytes one sample of a destination with this batching holds at most."""
+        return self.sample_bytes if self.sample_bytes is not None else min(batch.max_bytes, DEFAULT_SAMPLE_BYTES_CAP)
+
+
 class Config(_Model):
     cluster: Cluster
     destination_cluster: Cluster | None = None
@@ -236,6 +286,8 @@ class Config(_Model):
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
     #: The Spark engine's settings; ignored by the single-process service.
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    #: Live scoring of candidate codecs on samples of the copied records (the service only); None: off.
+    evaluate: EvaluateConfig | None = None
 
     @field_validator("start")
     @classmethod

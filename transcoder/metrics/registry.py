@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -43,6 +50,21 @@ class DestinationFigures:
     latency_buckets: list[tuple[float, float]]
     #: sampled acknowledgements of records older than the lane's start (backlog): not in the latency
     backlog_samples: int
+
+
+@dataclass(frozen=True)
+class SettingScore:
+    """One codec and level scored on a live sample (evaluate: in the config): figures of evaluate.measure."""
+
+    codec: str
+    level: int | None  # None: the codec's default level
+    ratio: float  # framed uncompressed bytes / framed compressed bytes of the sample's batches
+    compress_cpu_s_per_1m: float  # CPU seconds (one thread) to compress a million such records
+    decompress_cpu_s_per_1m: float
+
+    @property
+    def label(self) -> str:
+        return self.codec if self.level is None else f"{self.codec}-{self.level}"
 
 
 class _WindowHistograms(Collector):
@@ -154,6 +176,58 @@ class Metrics:
         self.backpressure = Counter("transcoder_backpressure_pauses_total",
                                     "Times a lane paused consuming because too many bytes were in flight.",
                                     ["lane"], registry=r)
+
+        # Live scoring (evaluate: in the config). Candidate and current setting are separate metrics with the
+        # same labels, one current series per destination, so "candidate vs current" is one division:
+        #   transcoder_candidate_ratio / on (destination) group_left transcoder_candidate_current_ratio
+        # `codec` is the bare codec here and `level` its level ("" for the codec's default).
+        self.candidate_ratio = Gauge("transcoder_candidate_ratio",
+                                     "A candidate codec's ratio (framed uncompressed / compressed bytes) on the latest "
+                                     "live sample of the destination's records, cut into its batches.",
+                                     ["destination", "codec", "level"], registry=r)
+        self.candidate_cpu = Gauge("transcoder_candidate_cpu_seconds_per_million",
+                                   "A candidate codec's CPU seconds (one thread) per million records of the latest "
+                                   "live sample, to compress or to decompress.",
+                                   ["destination", "codec", "level", "direction"], registry=r)
+        self.candidate_current_ratio = Gauge("transcoder_candidate_current_ratio",
+                                             "The destination's own codec and level, scored on the same live sample "
+                                             "as the candidates: its ratio.", ["destination", "codec", "level"],
+                                             registry=r)
+        self.candidate_current_cpu = Gauge("transcoder_candidate_current_cpu_seconds_per_million",
+                                           "The destination's own codec and level, scored on the same live sample as "
+                                           "the candidates: CPU seconds per million records.",
+                                           ["destination", "codec", "level", "direction"], registry=r)
+        self.candidate_samples = Counter("transcoder_candidate_samples_total",
+                                         "Live samples of a destination's records scored.", ["destination"],
+                                         registry=r)
+        self.candidate_sampled_records = Counter("transcoder_candidate_sampled_records_total",
+                                                 "Records in the live samples scored.", ["destination"], registry=r)
+        self.candidate_errors = Counter("transcoder_candidate_errors_total",
+                                        "Live samples that could not be captured or scored (logged with the "
+                                        "partition and offsets).", ["destination"], registry=r)
+        self.candidate_scoring_cpu = Counter("transcoder_candidate_scoring_cpu_seconds_total",
+                                             "CPU seconds of the live-scoring thread (bounded by "
+                                             "evaluate.max_cpu_share).", registry=r)
+
+    def candidate_scored(self, destination: str, current: SettingScore, candidates: list[SettingScore],
+                         records: int) -> None:
+        """One live sample of a destination scored: the current setting's figures and each candidate's."""
+        for score, ratio, cpu in ((current, self.candidate_current_ratio, self.candidate_current_cpu),
+                                  *((c, self.candidate_ratio, self.candidate_cpu) for c in candidates)):
+            labels = {"destination": destination, "codec": score.codec,
+                      "level": "" if score.level is None else str(score.level)}
+            ratio.labels(**labels).set(score.ratio)
+            cpu.labels(**labels, direction="compress").set(score.compress_cpu_s_per_1m)
+            cpu.labels(**labels, direction="decompress").set(score.decompress_cpu_s_per_1m)
+        self.candidate_samples.labels(destination=destination).inc()
+        self.candidate_sampled_records.labels(destination=destination).inc(records)
+
+    def candidate_error(self, destination: str) -> None:
+        self.candidate_errors.labels(destination=destination).inc()
+
+    def candidate_cpu_spent(self, seconds: float) -> None:
+        if seconds > 0:
+            self.candidate_scoring_cpu.inc(seconds)
 
     def cpu_source(self, cpu: Callable[[], dict[tuple[str, str], float]],
                    records: Callable[[], dict[str, int]]) -> None:

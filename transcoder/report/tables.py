@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 
 
@@ -105,6 +106,59 @@ class DestinationRow:
     latency_samples: int
     backlog_latency_samples: int  # sampled records older than the lane's start: left out of the latency
     broker_recompression: str | None
+    #: live scoring (evaluate: in the config): one sentence per candidate on the latest sample, and the sample
+    candidates: tuple[str, ...] = ()
+    candidate_sample: str | None = None
+
+
+# ---------------------------------------------------------------- live scoring: candidate vs current, in words
+def _times(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
+
+
+def candidate_sentence(candidate: str, candidate_ratio: float, candidate_compress_cpu_per_1m: float,
+                       current_codec: str, current_ratio: float, current_compress_cpu_per_1m: float) -> str:
+    """What a candidate would change, measured on the same sample as the destination's own setting:
+    'zstd-9 would store this topic 1.18× smaller for 2.1× the CPU'.
+
+    Size: candidate ratio / current ratio ("larger" below 1). CPU: the candidate's compress CPU per record over
+    the current setting's; when the current codec is `none` (no CPU to compare with) the candidate's own CPU per
+    record, in µs (CPU seconds per million records are µs per record).
+    """
+    figures = (candidate_ratio, current_ratio, candidate_compress_cpu_per_1m, current_compress_cpu_per_1m)
+    if not all(isinstance(f, int | float) and math.isfinite(f) for f in figures) or min(
+            candidate_ratio, current_ratio) <= 0:
+        return f"{candidate}: no figure on this sample"
+    smaller = candidate_ratio / current_ratio
+    if f"{smaller:.2f}" == "1.00" and f"{1 / smaller:.2f}" == "1.00":
+        size = "at the same size"
+    elif smaller >= 1:
+        size = f"{smaller:.2f}× smaller"
+    else:
+        size = f"{1 / smaller:.2f}× larger"
+    if current_codec == "none" or current_compress_cpu_per_1m <= 0:
+        cpu = f"for {candidate_compress_cpu_per_1m:.1f} µs of CPU per record"
+    else:
+        cpu = f"for {_times(candidate_compress_cpu_per_1m / current_compress_cpu_per_1m)}× the CPU"
+    return f"{candidate} would store this topic {size} {cpu}"
+
+
+def candidate_sentences(doc: dict | None) -> tuple[str, ...]:
+    """The sentences of one destination's `candidates` section of /status (none before its first sample)."""
+    cur = (doc or {}).get("current")
+    if not cur:
+        return ()
+    return tuple(candidate_sentence(c["label"], c.get("ratio"), c.get("compress_cpu_s_per_1m"), cur["codec"],
+                                    cur.get("ratio"), cur.get("compress_cpu_s_per_1m"))
+                 for c in doc.get("candidates", []))  # type: ignore[union-attr]
+
+
+def _sample_note(doc: dict | None) -> str | None:
+    s = (doc or {}).get("sample")
+    if not s:
+        return None
+    return (f"{s['source']} [{s['partition']}] offsets {s['first_offset']}-{s['last_offset']}, "
+            f"{s['records']:,} records")
 
 
 def from_status(doc: dict) -> list[DestinationRow]:
@@ -124,6 +178,8 @@ def from_status(doc: dict) -> list[DestinationRow]:
                 latency_samples=d.get("latency_samples", 0),
                 backlog_latency_samples=d.get("backlog_latency_samples", 0),
                 broker_recompression=d.get("broker_recompression"),
+                candidates=candidate_sentences(d.get("candidates")),
+                candidate_sample=_sample_note(d.get("candidates")),
             ))
     return rows
 
@@ -148,9 +204,31 @@ def _latency_cell(r: DestinationRow) -> str:
     return f"{cell} ({r.backlog_latency_samples:,} backlog samples left out)" if r.backlog_latency_samples else cell
 
 
+def _candidate_footer(rows: list[DestinationRow]) -> list[str]:
+    """The live-scoring lines under the table, with the sample each destination's figures come from."""
+    out = []
+    for r in rows:
+        if r.candidates:
+            out.append(f"{r.destination} (latest sample: {r.candidate_sample}):")
+            out += [f"  {line}" for line in r.candidates]
+    return out
+
+
 def status_markdown(rows: list[DestinationRow]) -> str:
-    return _markdown(_STATUS_HEADERS, [_status_cells(r) for r in rows])
+    text = _markdown(_STATUS_HEADERS, [_status_cells(r) for r in rows])
+    footer = _candidate_footer(rows)
+    if footer:
+        text += "\n\nCandidate codecs (live scoring):\n\n" + "\n".join(
+            f"- {line.strip()}" if line.startswith("  ") else line for line in footer)
+    return text
 
 
 def status_table(rows: list[DestinationRow], title: str = "transcoder report") -> object:
-    return _table(_STATUS_HEADERS, [_status_cells(r) for r in rows], title, 3)
+    t = _table(_STATUS_HEADERS, [_status_cells(r) for r in rows], title, 3)
+    footer = _candidate_footer(rows)
+    if not footer:
+        return t
+    from rich.console import Group
+    from rich.text import Text
+
+    return Group(t, Text("Candidate codecs (live scoring):\n" + "\n".join(footer)))

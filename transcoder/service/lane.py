@@ -14,7 +14,13 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
@@ -26,6 +32,7 @@ from transcoder.metrics.registry import LaneMetrics
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
+from transcoder.service.scoring import Scorer
 
 log = structlog.get_logger("transcoder.lane")
 
@@ -55,7 +62,7 @@ def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
 class Lane:
     def __init__(self, spec: LaneSpec, config: Config, metrics: LaneMetrics,
                  end_offsets: dict[Partition, tuple[int, int]] | None = None,
-                 threads: ThreadLedger | None = None) -> None:
+                 threads: ThreadLedger | None = None, scorer: Scorer | None = None) -> None:
         self.spec = spec
         self.config = config
         self.metrics = metrics
@@ -77,6 +84,10 @@ class Lane:
         self._last_committed: dict[Partition, int] = {}
         self._paused = False
         self._closed = False
+        #: live scoring's capture (evaluate: in the config); None: off, and the loop does not look further
+        self.sampler = scorer.sampler({d: (s, self.writer.target_of[d].destination)
+                                       for d, s in self.writer.source_of.items()}, time.monotonic()) \
+            if scorer is not None else None
 
     # ------------------------------------------------------------------ callbacks (loop thread)
     def _on_consumer_stats(self, raw: str) -> None:
@@ -135,7 +146,7 @@ class Lane:
         try:
             self.writer.drain(self.config.shutdown_timeout_s)
             self._commit(tps)
-        except BaseException as exc:  # raised again from the loop, never lost inside librdkafka
+        except BaseException as exc:  # noqa: BLE001 - raised again from the loop, never lost inside librdkafka
             self._revoke_error = exc
         self._release(tps)
         log.info("partitions_revoked", lane=self.spec.name, partitions=show(tps))
@@ -185,6 +196,8 @@ class Lane:
                 self._backpressure()
                 now = time.monotonic()
                 self.status.last_loop = now
+                if self.sampler is not None and now >= self.sampler.due:
+                    self.sampler.tick(now)
                 if now >= next_commit:
                     self.status.loop_cpu_seconds = time.thread_time() - cpu0
                     self._commit(self._assigned)
@@ -213,6 +226,8 @@ class Lane:
 
     def _copy(self, msgs: list[Any]) -> None:
         n, nbytes = self.writer.write(msgs, self._consumer_error)
+        if self.sampler is not None and self.sampler.capturing:  # live scoring: a window is open
+            self.sampler.offer(msgs)
         self.status.records += n
         self.status.source_bytes += nbytes
         self.metrics.records(n, nbytes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from typing import Any
 
 import structlog
 
@@ -11,11 +12,13 @@ from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, prepare
+from transcoder.metrics import status as status_doc
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.endpoints import Endpoints, Served
 from transcoder.metrics.registry import Metrics
 from transcoder.service.lane import Lane
+from transcoder.service.scoring import Scorer
 
 log = structlog.get_logger("transcoder.service")
 
@@ -35,6 +38,8 @@ class Service(Served):
         self.threads = ThreadLedger()
         self.endpoints: Endpoints | None = None
         self.brokers: BrokerFigures | None = None
+        #: live scoring of candidate codecs (evaluate: in the config), one thread for every lane; None: off
+        self.scorer = Scorer(config.evaluate, self.metrics) if config.evaluate is not None else None
         self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
 
     def cpu_by_lane(self) -> dict[tuple[str, str], float]:
@@ -44,6 +49,27 @@ class Service(Served):
     def prepare(self, *, create: bool) -> Prepared:
         """Every pre-flight check; with `create`, also create missing destination topics."""
         return prepare(self.config, create=create)
+
+    def start_scoring(self) -> threading.Thread | None:
+        """The live-scoring thread (evaluate: in the config): it stops with the lanes (`stop_event`)."""
+        if self.scorer is None:
+            return None
+        scorer = self.scorer
+
+        def run() -> None:
+            self.threads.claim("candidate-scoring", {threading.get_native_id()})  # not any lane's CPU
+            scorer.run(self.stop_event)
+
+        t = threading.Thread(target=run, name="candidate-scoring", daemon=True)
+        t.start()
+        return t
+
+    def status(self) -> dict[str, Any]:
+        """The /status document; with live scoring, each destination's candidate figures."""
+        return status_doc.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
+                                   lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
+                                   brokers=self.brokers, health=self.healthy, readiness=self.ready,
+                                   candidates=self.scorer.snapshot() if self.scorer is not None else None)
 
     def stop(self) -> None:
         """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""
@@ -57,7 +83,7 @@ class Service(Served):
         self.lanes = [
             Lane(spec, self.config, self.metrics.lane(spec.name),
                  end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources} if ends is not None else None,
-                 threads=self.threads)
+                 threads=self.threads, scorer=self.scorer)
             for spec in prepared.plan.lanes
         ]
         errors: list[BaseException] = []
@@ -65,7 +91,7 @@ class Service(Served):
         def run_lane(lane: Lane) -> None:
             try:
                 lane.run(self.stop_event, until_caught_up=until_caught_up)
-            except BaseException as exc:  # reported by run(); the other lanes drain and stop
+            except BaseException as exc:  # noqa: BLE001 - reported by run(); the other lanes drain and stop
                 errors.append(exc)
                 fields = exc.fields() if isinstance(exc, TranscoderError) else {}
                 log.error("lane_failed", lane=lane.spec.name, error=str(exc), **fields)
@@ -74,6 +100,7 @@ class Service(Served):
         threads = [threading.Thread(target=run_lane, args=(lane,), name=f"lane-{lane.spec.name}", daemon=True)
                    for lane in self.lanes]
         poller = self.start_broker_figures(prepared)
+        scoring = self.start_scoring()
         for t in threads:
             t.start()
         for t in threads:
@@ -82,6 +109,8 @@ class Service(Served):
         self.stop_event.set()  # every lane is done (caught up, stopped or failed): the poller takes a last reading
         if poller is not None:
             poller.join(60)
+        if scoring is not None:
+            scoring.join(10)  # a job under way finishes first; the thread is a daemon either way
         if errors:
             first = errors[0]
             if isinstance(first, TranscoderError):
