@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from transcoder.evaluate.grid import batch_label
 from transcoder.evaluate.measure import CellResult
-from transcoder.report.tables import _fmt, _markdown, _table
+from transcoder.report.tables import cell_text, markdown_rows, rich_rows
 
 HEADERS = ("setting", "batch", "records", "uncompressed", "compressed", "ratio", "B/record on disk",
            "compress MB/s/core", "decompress MB/s/core", "compress CPU s/1M", "decompress CPU s/1M")
@@ -18,8 +18,8 @@ HEADERS = ("setting", "batch", "records", "uncompressed", "compressed", "ratio",
 def _row(c: CellResult, chosen: tuple[str, int | None, int] | None) -> tuple[str, ...]:
     mark = " ◀" if chosen == (c.codec, c.level, c.batch_bytes) else ""
     return (c.label + mark, batch_label(c.batch_bytes), f"{c.records:,}", f"{c.uncompressed_bytes:,}",
-            f"{c.compressed_bytes:,}", f"{c.ratio:.2f}x", f"{c.bytes_per_record:,.1f}", _fmt(c.compress_mb_s, ",.1f"),
-            _fmt(c.decompress_mb_s, ",.1f"), f"{c.compress_cpu_s_per_1m:.3f}", f"{c.decompress_cpu_s_per_1m:.3f}")
+            f"{c.compressed_bytes:,}", f"{c.ratio:.2f}x", f"{c.bytes_per_record:,.1f}", cell_text(c.compress_mb_s, ",.1f"),
+            cell_text(c.decompress_mb_s, ",.1f"), f"{c.compress_cpu_s_per_1m:.3f}", f"{c.decompress_cpu_s_per_1m:.3f}")
 
 
 def _chosen(recommendation: Mapping[str, object] | None) -> tuple[str, int | None, int] | None:
@@ -30,11 +30,11 @@ def _chosen(recommendation: Mapping[str, object] | None) -> tuple[str, int | Non
 
 def table(cells: Sequence[CellResult], title: str, recommendation: Mapping[str, object] | None = None) -> object:
     """A rich table; the recommended cell marked ◀."""
-    return _table(HEADERS, [_row(c, _chosen(recommendation)) for c in cells], title, 2)
+    return rich_rows(HEADERS, [_row(c, _chosen(recommendation)) for c in cells], title, 2)
 
 
 def markdown(cells: Sequence[CellResult], recommendation: Mapping[str, object] | None = None) -> str:
-    out = _markdown(HEADERS, [_row(c, _chosen(recommendation)) for c in cells])
+    out = markdown_rows(HEADERS, [_row(c, _chosen(recommendation)) for c in cells])
     if recommendation:
         out += "\n\n" + "\n".join(f"> {line}" for line in str(recommendation["text"]).splitlines())
     return out

@@ -49,22 +49,22 @@ _HEADERS = ("topic", "codec", "records", "on-disk bytes", "avg record on disk", 
             "ratio to uncompressed")
 
 
-def _fmt(value: float | None, fmt: str, unit: str = "") -> str:
+def cell_text(value: float | None, fmt: str, unit: str = "") -> str:
     return "-" if value is None else format(value, fmt) + unit
 
 
 def _cells(r: Row) -> tuple[str, ...]:
-    return (r.topic, r.codec, f"{r.records:,}", f"{r.disk_bytes:,}", _fmt(r.avg_record_disk_bytes, ",.1f", " B"),
-            _fmt(r.ratio_to_source, ".2f", "x"), _fmt(r.ratio_to_uncompressed, ".2f", "x"))
+    return (r.topic, r.codec, f"{r.records:,}", f"{r.disk_bytes:,}", cell_text(r.avg_record_disk_bytes, ",.1f", " B"),
+            cell_text(r.ratio_to_source, ".2f", "x"), cell_text(r.ratio_to_uncompressed, ".2f", "x"))
 
 
-def _markdown(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def markdown_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, text_columns: int) -> object:
+def rich_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, text_columns: int) -> object:
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
@@ -76,7 +76,7 @@ def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, te
 
 
 def markdown(rows: list[Row]) -> str:
-    return _markdown(_HEADERS, [_cells(r) for r in rows])
+    return markdown_rows(_HEADERS, [_cells(r) for r in rows])
 
 
 def as_json(rows: list[Row] | list[DestinationRow]) -> str:
@@ -84,7 +84,7 @@ def as_json(rows: list[Row] | list[DestinationRow]) -> str:
 
 
 def table(rows: list[Row], title: str = "per-codec comparison") -> object:
-    return _table(_HEADERS, [_cells(r) for r in rows], title, 2)
+    return rich_rows(_HEADERS, [_cells(r) for r in rows], title, 2)
 
 
 # ---------------------------------------------------------------- `transcoder report`: a running instance
@@ -190,9 +190,9 @@ _STATUS_HEADERS = ("lane", "destination", "codec", "records", "CPU s / 1M record
 
 
 def _status_cells(r: DestinationRow) -> tuple[str, ...]:
-    return (r.lane, r.destination, r.codec, f"{r.records:,}", _fmt(r.cpu_seconds_per_million_records, ",.2f"),
-            _fmt(r.disk_bytes, ","), _fmt(r.avg_record_disk_bytes, ",.1f", " B"),
-            _fmt(r.ratio_to_source_disk, ".2f", "x"), _fmt(r.ratio_to_uncompressed, ".2f", "x"),
+    return (r.lane, r.destination, r.codec, f"{r.records:,}", cell_text(r.cpu_seconds_per_million_records, ",.2f"),
+            cell_text(r.disk_bytes, ","), cell_text(r.avg_record_disk_bytes, ",.1f", " B"),
+            cell_text(r.ratio_to_source_disk, ".2f", "x"), cell_text(r.ratio_to_uncompressed, ".2f", "x"),
             f"{r.lag_records:,}", _latency_cell(r), r.broker_recompression or "no")
 
 
@@ -200,7 +200,7 @@ def _latency_cell(r: DestinationRow) -> str:
     """p99 end-to-end latency of records newer than the lane's start; a backfill's age is not latency."""
     if r.latency_p99_seconds is None:
         return "backlog only" if r.backlog_latency_samples else "-"
-    cell = _fmt(r.latency_p99_seconds, ",.3f", " s")
+    cell = cell_text(r.latency_p99_seconds, ",.3f", " s")
     return f"{cell} ({r.backlog_latency_samples:,} backlog samples left out)" if r.backlog_latency_samples else cell
 
 
@@ -215,7 +215,7 @@ def _candidate_footer(rows: list[DestinationRow]) -> list[str]:
 
 
 def status_markdown(rows: list[DestinationRow]) -> str:
-    text = _markdown(_STATUS_HEADERS, [_status_cells(r) for r in rows])
+    text = markdown_rows(_STATUS_HEADERS, [_status_cells(r) for r in rows])
     footer = _candidate_footer(rows)
     if footer:
         text += "\n\nCandidate codecs (live scoring):\n\n" + "\n".join(
@@ -224,7 +224,7 @@ def status_markdown(rows: list[DestinationRow]) -> str:
 
 
 def status_table(rows: list[DestinationRow], title: str = "transcoder report") -> object:
-    t = _table(_STATUS_HEADERS, [_status_cells(r) for r in rows], title, 3)
+    t = rich_rows(_STATUS_HEADERS, [_status_cells(r) for r in rows], title, 3)
     footer = _candidate_footer(rows)
     if not footer:
         return t
