@@ -18,6 +18,14 @@ FORMATS = ("table", "markdown", "json", "csv")
 HEAD = 2_000
 
 
+#: Records read from each partition of --topic when neither --records nor --since/--until is given.
+DEFAULT_RECORDS = 50_000
+
+
+def _records(records: int | None, since: str | None, until: str | None) -> int | None:
+    return records if records is not None or since or until else DEFAULT_RECORDS
+
+
 def _sizes(value: str | None) -> list[int] | None:
     if value is None:
         return None
@@ -51,7 +59,7 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
     if topic is not None:
         assert cluster is not None
         return sampling.read_topic(cluster, topic, partitions=_partitions(partitions),
-                                   records=records if records is not None or since or until else 50_000,
+                                   records=_records(records, since, until),
                                    since=since, until=until)
     if count <= 0:
         raise ConfigError(f"--count must be positive, not {count}")
@@ -147,7 +155,7 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
         from transcoder.evaluate import sample as sampling
 
         plan = sampling.plan_topic(cluster, topic, partitions=_partitions(partitions),
-                                   records=records if records is not None or since or until else 50_000,
+                                   records=_records(records, since, until),
                                    since=since, until=until)
         sample = sampling.read_ranges(plan, {p: (s, min(e, s + HEAD)) for p, (s, e) in plan.ranges.items()})
         sample.check_not_empty()
