@@ -52,10 +52,14 @@ JAVA_CASES = [("zstd", 65536), ("lz4", 65536), ("gzip", 65536), ("zstd", 16384)]
 
 def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, read_topic, admin, tmp_path):
     """MirrorMaker 2 (Kafka's Java producer: batch.size counts estimated compressed bytes) copies the sample at
-    each setting; evaluate's Java-rule cells are within 3% of what the broker then holds (the Java client's
-    own zstd-jni, lz4-java and java.util.zip differ from the Python codecs by a little; measured: within 2%
-    at 64 KiB, -2.4% for zstd at 16 KiB), while librdkafka's rule, at the same batch.size, is further off
-    (+16% for zstd at 16 KiB)."""
+    each setting; evaluate's Java-rule cells are within 5% of what the broker then holds, and closer than
+    librdkafka's rule at the same batch.size (+16% for zstd at 16 KiB).
+
+    Why not 1%: Java's producer updates its compression-ratio estimate when its sender closes a batch, and
+    a new batch takes the estimate of the moment it is opened, so how far the estimate lags depends on
+    timing. Two runs of this very copy stored 960,139 and 974,285 B for zstd at 16 KiB; evaluate's
+    937,037 B is the bound where the estimate keeps up (-2.4% and -3.8%). The Java client's zstd-jni,
+    lz4-java and java.util.zip also differ from the Python codecs by a little (within 2% at 64 KiB)."""
     from bench import copiers
     from transcoder.dev.local_kafka import DEFAULT_VERSION
 
@@ -89,7 +93,7 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
     for codec, size in JAVA_CASES:
         java, rdkafka = got[(codec, size, "java")], got[(codec, size, "librdkafka")]
         truth = stored[(codec, size)]
-        assert java == pytest.approx(truth, rel=0.03), (codec, size, java, rdkafka, truth)
+        assert java == pytest.approx(truth, rel=0.05), (codec, size, java, rdkafka, truth)
         assert abs(java - truth) < abs(rdkafka - truth), (codec, size, java, rdkafka, truth)
 
 
