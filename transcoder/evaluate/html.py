@@ -396,8 +396,10 @@ def write_report(directory: Path, cells: Sequence[CellResult], *, title: str, su
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     index, front, batch = directory / INDEX_HTML, directory / FRONTIER_PNG, directory / BATCH_SIZE_PNG
-    for path, draw in ((front, lambda: frontier_figure(cells, recommendation)),
-                       (batch, lambda: batch_size_figure(cells))):
+    # the plots show one batching rule (librdkafka's when `--producer both` measured both); the table all
+    plotted = [c for c in cells if c.producer == "librdkafka"] or list(cells)
+    for path, draw in ((front, lambda: frontier_figure(plotted, recommendation)),
+                       (batch, lambda: batch_size_figure(plotted))):
         fig = draw()
         _save(fig, path)
         fig.clear()  # no pyplot: nothing else holds the figure once it is dropped

@@ -206,3 +206,21 @@ def test_a_report_of_no_cells_still_writes(tmp_path):
     written = write_report(tmp_path / "empty", [], title="nothing measured")
     assert [p.name for p in written] == ["index.html", "frontier.png", "batch-size.png"]
     assert all(p.exists() for p in written)
+
+
+def test_with_both_batching_rules_the_plots_show_librdkafkas_and_the_table_both(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from transcoder.evaluate import html as report
+
+    cells = [CellResult(codec="zstd", level=3, batch_bytes=b, batches=4, records=1000, record_bytes=250_000,
+                        uncompressed_bytes=260_000, compressed_bytes=c, compress_cpu_s=0.5, decompress_cpu_s=0.2)
+             for b, c in ((16384, 50_000), (65536, 40_000))]
+    both = cells + [replace(c, producer="java", compressed_bytes=c.compressed_bytes - 1000) for c in cells]
+    drawn = []
+    real = report.batch_size_figure
+    monkeypatch.setattr(report, "batch_size_figure", lambda cs, settings=None: drawn.append(list(cs)) or real(cs))
+    report.write_report(tmp_path, both, title="t")
+    assert drawn == [cells]
+    page = (tmp_path / "index.html").read_text()
+    assert "zstd-3 (java)" in page
