@@ -288,7 +288,10 @@ def test_sigterm_drains_and_commits_what_was_copied(kafka, topic_factory, admin,
     source = topic_factory(partitions=2)
     assert run_cli("seed", "--kind", "nginx", "--count", "60000", "--topic", source, "-b", kafka.bootstrap,
                    "--no-keys").returncode == 0
-    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "snappy"}]}])
+    # At most 2 MiB in flight: when SIGTERM comes, what is left to drain is a small part of the copy (with the
+    # default 64 MiB the lane could have read all 15 MB into its producer, and the drain would deliver it all).
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "snappy"}]}],
+                        max_in_flight_bytes=2 * 1024 * 1024)
     group = yaml.safe_load(open(path))["group_id"] + f".{source}.snappy"
     dest = f"{source}.snappy"
     kafka.throttle_producer(f"transcoder-{dest}", 500_000)
