@@ -67,3 +67,7 @@ class LocalKafkaError(TranscoderError):
 
 class PortInUseError(LocalKafkaError):
     """A port the local broker was asked to bind is already taken."""
+
+
+class MigrationError(TranscoderError):
+    """A migration step refused: a gate failed, a group is unknown or active, another controller holds it."""

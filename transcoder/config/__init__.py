@@ -11,10 +11,11 @@ from transcoder.config.model import (
     Destination,
     ErrorsConfig,
     MetricsConfig,
+    MigrationConfig,
     Route,
     SparkConfig,
 )
 from transcoder.config.secrets import SECRET_PROPERTIES
 
 __all__ = ["ENV_PREFIX", "SECRET_PROPERTIES", "Batch", "Cluster", "Config", "Destination", "ErrorsConfig",
-           "MetricsConfig", "Route", "SparkConfig", "load", "parse", "with_spark_master"]
+           "MetricsConfig", "MigrationConfig", "Route", "SparkConfig", "load", "parse", "with_spark_master"]

@@ -269,6 +269,34 @@ class EvaluateConfig(_Model):
         return self.sample_bytes if self.sample_bytes is not None else min(batch.max_bytes, DEFAULT_SAMPLE_BYTES_CAP)
 
 
+class MigrationConfig(_Model):
+    """A staged migration (`transcoder migrate`): the offset map the lanes record, the state topic, the gates.
+
+    Present: every lane records, for every destination, which source offsets its delivered records
+    came from (the offset map). The migration's target is one destination (`--destination`).
+    """
+
+    #: Topic of the offset map (source -> destination offsets at batch boundaries); default `<group_id>.offset-map`.
+    offset_map_topic: str | None = None
+    #: The offset map's retention: it must outlive the longest time a group may wait for its cutover.
+    offset_map_retention_ms: int = Field(default=30 * 24 * 3600 * 1000, ge=60_000)
+    #: Compacted topic of every stage of every group; default `<group_id>.migrations`.
+    state_topic: str | None = None
+    #: Cutover gate: the lane's lag (records, per source partition) must be at most this.
+    max_lag_records: int = Field(default=10_000, ge=0)
+    #: Cutover gate: no lane error (failed or dead-lettered record) within this window.
+    error_window_s: float = Field(default=300.0, ge=0)
+    #: A controller holds the migration for this long after its last heartbeat (fencing of a second one).
+    lease_ms: int = Field(default=30_000, ge=1000)
+    #: Records per verification range (one digest per range and partition).
+    verify_range_records: int = Field(default=10_000, ge=1)
+
+    @field_validator("offset_map_topic", "state_topic")
+    @classmethod
+    def _topic(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return None if v is None else _check_topic_name(v, f"migration.{info.field_name}")
+
+
 class Config(_Model):
     cluster: Cluster
     destination_cluster: Cluster | None = None
@@ -288,6 +316,8 @@ class Config(_Model):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     #: Live scoring of candidate codecs on samples of the copied records (the service only); None: off.
     evaluate: EvaluateConfig | None = None
+    #: A staged migration: the lanes record the offset map (`transcoder migrate`); None: off.
+    migration: MigrationConfig | None = None
 
     @field_validator("start")
     @classmethod
@@ -299,3 +329,13 @@ class Config(_Model):
     @property
     def target_cluster(self) -> Cluster:
         return self.destination_cluster or self.cluster
+
+    @property
+    def offset_map_topic(self) -> str:
+        m = self.migration
+        return (m.offset_map_topic if m and m.offset_map_topic else None) or f"{self.group_id}.offset-map"
+
+    @property
+    def state_topic(self) -> str:
+        m = self.migration
+        return (m.state_topic if m and m.state_topic else None) or f"{self.group_id}.migrations"

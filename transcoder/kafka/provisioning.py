@@ -187,6 +187,11 @@ def prepare(config: Config, *, create: bool) -> Prepared:
     plan = routes.plan(config, src_md.topics)
     provision = preflight(src, dst, plan, dlq_topic=config.errors.dlq_topic, max_produce_version=produce_version)
     created = create_missing(dst, provision) if create else []
+    if create and config.migration is not None:  # the lanes record the offset map (`transcoder migrate`)
+        from transcoder.kafka import offset_map
+
+        if offset_map.ensure_topic(dst, config):
+            created.append(config.offset_map_topic)
     for name in created:
         log.info("topic_created", topic=name)
     return Prepared(plan=plan, provision=provision, created=created, src_admin=src, dst_admin=dst)

@@ -22,6 +22,7 @@ from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import BatchProducer, Delivered
 from transcoder.kafka.clients import client_config, start_threads
+from transcoder.kafka.offset_map import OffsetMapRecorder
 from transcoder.kafka.statistics import TopicProduce, Window, producer_topics
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partitions import Partition
@@ -151,6 +152,12 @@ class Writer:
         self.fatal: TranscoderError | None = None
         self._refused: list[Failure] = []  # records of refused batches, to send again alone
         self._create = create
+        #: Failed records so far (dead-lettered or fatal), and when the last one was (epoch ms): the cutover gate.
+        self.errors_total = 0
+        self.last_error_ms: int | None = None
+        #: With a `migration:` section, where each delivered record came from (the offset map); else None.
+        self.offset_map = OffsetMapRecorder(config, f"transcoder-{name}-offset-map", make=lambda conf: create(
+            "offset-map", lambda: Producer(conf), start_threads)) if config.migration is not None else None
         self._isolators: dict[str, Producer] = {}  # target name -> a producer that sends one record per batch
         self.producers: list[Producer | BatchProducer] = []
         #: source topic -> [(produce, destination topic)]
@@ -316,12 +323,15 @@ class Writer:
         start_ms = self.start_ms
         source_of = self.source_of
         failed = self._failed
+        mapped = self.offset_map.add if self.offset_map is not None else None
 
         def delivered(err: KafkaError | None, msg: Record) -> None:
             dest = only or msg.topic()
             partition = msg.partition()
             offset = acked_report(dest, partition)
             if err is None:
+                if mapped is not None:
+                    mapped(source_of[dest], dest, partition, offset, msg.offset())
                 n = acked[dest] = acked[dest] + 1
                 ts = msg.timestamp()[1]
                 acked_ts[(dest, partition)] = ts
@@ -366,6 +376,8 @@ class Writer:
 
             def delivered(err: KafkaError | None, _m: Message, f: Failure = f) -> None:
                 if err is None:
+                    if self.offset_map is not None:
+                        self.offset_map.add(f.source[0], f.destination, f.source[1], f.offset, _m.offset())
                     self.ledger.release(f.source, f.offset)
                     self._acked[f.destination] += 1
                 else:
@@ -390,6 +402,8 @@ class Writer:
         while self.failures:
             f = self.failures.pop(0)
             self.metrics.error(f.code)
+            self.errors_total += 1
+            self.last_error_ms = int(time.time() * 1000)
             if self.dlq is None:
                 raise DeliveryError(f"lane {self.name}: record {f.where} could not be written to "
                                     f"{f.destination}: {f.reason} (errors.tolerance=none)",
@@ -451,6 +465,21 @@ class Writer:
         self.handle_failures()
         if self.dlq is not None:
             self.dlq.flush(left())
+        if not self.flush_map(left()):
+            raise DeliveryError(f"lane {self.name}: the offset map was not acknowledged by "
+                                f"{self.config.offset_map_topic} within {timeout:.0f} s: nothing is committed past it",
+                                topic=self.config.offset_map_topic)
+
+    def flush_map(self, timeout: float) -> bool:
+        """Store the offset map of every record acknowledged so far; True when it is durable (or there is none).
+
+        The engine calls it before committing source offsets: a committed offset never outruns its map.
+        """
+        if self.offset_map is None:
+            return True
+        for dest in self.source_of:
+            self.offset_map.health(dest, self.errors_total, self.last_error_ms)
+        return self.offset_map.flush(timeout)
 
     def flush_acked(self) -> None:
         """Acknowledgements since the last call, into the metrics and `acked_total` (not per record)."""
@@ -472,6 +501,8 @@ class Writer:
         for p in self.producers:
             if isinstance(p, BatchProducer):
                 p.close(timeout)
+        if self.offset_map is not None:
+            self.offset_map.close(timeout)
 
     # ------------------------------------------------------------------ statistics
     def _on_producer_stats(self, raw: str) -> None:

@@ -270,6 +270,10 @@ class Lane:
                 offsets.append(TopicPartition(tp[0], tp[1], off))
         if not offsets:
             return
+        if not self.writer.flush_map(min(10.0, self.config.shutdown_timeout_s)):
+            log.warning("commit_deferred", lane=self.spec.name, reason="offset map not acknowledged yet",
+                        topic=self.config.offset_map_topic)
+            return
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:

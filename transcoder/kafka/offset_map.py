@@ -1,0 +1,197 @@
+"""The offset-map topic: the writer records in it, for every destination partition, which source offsets its
+delivered records are copies of (runs, pipeline.offset_map); `transcoder migrate` reads it back.
+
+The topic is compacted (and time-limited by `migration.offset_map_retention_ms`). A run is stored under the
+key `<destination>/<partition>/<destination offset where it starts>`; while a run keeps growing (the usual
+case: a copy without gaps), each flush rewrites its one record, so compaction keeps one record per run.
+Entries of several runs (a compacted source's gaps) get the key of their first run and are not rewritten.
+
+Durability is the engine's part: it calls `flush` before it commits source offsets, so a committed
+source offset never has records whose map entries could be lost. Records delivered after the last flush
+and lost with a crash are copied again from the last commit, and their new copies are mapped.
+
+The same topic holds each lane's health, `lane/<destination>`: errors so far and the time of the last one
+(the cutover gate reads it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from transcoder.config import Config
+from transcoder.errors import DeliveryError, KafkaUnavailableError, TopicError
+from transcoder.kafka.admin import ensure
+from transcoder.kafka.clients import client_config
+from transcoder.pipeline.offset_map import MapBuilder, MapEntry, PartitionMap, Run, partition_maps
+
+log = structlog.get_logger("transcoder.offset_map")
+
+HEALTH_PREFIX = "lane/"
+_HEALTH_EVERY_S = 10.0
+
+
+def topic_configs(config: Config) -> dict[str, str]:
+    retention = config.migration.offset_map_retention_ms if config.migration else 30 * 24 * 3600 * 1000
+    return {"cleanup.policy": "compact,delete", "retention.ms": str(retention),
+            # Compaction keeps one record per run: roll segments often enough for the cleaner to see them.
+            "segment.ms": str(3600 * 1000), "min.cleanable.dirty.ratio": "0.1"}
+
+
+def ensure_topic(admin: AdminClient, config: Config) -> bool:
+    """Create the offset-map topic if missing (1 partition: one order for all); True when created."""
+    _, created = ensure(admin, config.offset_map_topic, partitions=1, config=topic_configs(config))
+    if created:
+        log.info("offset_map_topic_created", topic=config.offset_map_topic)
+    return created
+
+
+@dataclass(frozen=True)
+class LaneHealth:
+    destination: str
+    errors_total: int
+    last_error_ms: int | None
+    at_ms: int
+
+
+class OffsetMapRecorder:
+    """Builds runs from delivery reports (`add`, from the writer's delivery callbacks) and stores them (`flush`)."""
+
+    def __init__(self, config: Config, client_id: str, *, make: Callable[[dict[str, Any]], Any] = Producer) -> None:
+        self.topic = config.offset_map_topic
+        self.builder = MapBuilder()
+        self.add = self.builder.add
+        self._producer = make(client_config(config.target_cluster.librdkafka(), **{
+            "client.id": client_id, "enable.idempotence": True, "linger.ms": 5, "compression.type": "zstd",
+        }))
+        #: (destination, partition) -> (key, the single run last stored under it): a run still growing
+        self._growing: dict[tuple[str, int], tuple[bytes, Run]] = {}
+        self._failed: list[str] = []
+        self._health: dict[str, tuple[int, int | None]] = {}
+        self._health_at = 0.0
+
+    def _delivered(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            self._failed.append(err.str())
+
+    def _key_for(self, e: MapEntry) -> bytes:
+        """Continue the growing run's record when `e` is one run continuing it; else a new record."""
+        where = (e.destination_topic, e.partition)
+        grown = self._growing.get(where)
+        first = e.runs[0]
+        if grown is not None and len(e.runs) == 1:
+            key, run = grown
+            if first.source == run.source_end and first.dest == run.dest_end:
+                merged = Run(run.source, run.dest, run.count + first.count)
+                self._growing[where] = (key, merged)
+                return key
+        key = f"{e.destination_topic}/{e.partition}/{first.dest}".encode()
+        if len(e.runs) == 1:
+            self._growing[where] = (key, first)
+        else:  # a record of several runs is written once; the next one starts a record of its own
+            self._growing.pop(where, None)
+        return key
+
+    def health(self, destination: str, errors_total: int, last_error_ms: int | None) -> None:
+        """The lane's error count for one destination; stored with the next flush when it changed (or every 10 s)."""
+        self._health[destination] = (errors_total, last_error_ms)
+
+    def flush(self, timeout: float) -> bool:
+        """Store every run added so far; True when all are acknowledged (the caller may then commit).
+
+        False: not all acknowledged within `timeout` (commit later). DeliveryError: the map topic refused
+        a record; nothing may be committed past it.
+        """
+        produce = self._producer.produce
+        for e in self.builder.take():
+            key = self._key_for(e)
+            grown = self._growing.get((e.destination_topic, e.partition))
+            entry = e
+            if grown is not None and grown[0] == key and len(e.runs) == 1:
+                entry = MapEntry(e.source_topic, e.destination_topic, e.partition, (grown[1],))
+            produce(self.topic, entry.encode(), key, on_delivery=self._delivered)
+        now = time.monotonic()
+        if self._health and now >= self._health_at:
+            at = int(time.time() * 1000)
+            for dest, (n, last) in self._health.items():
+                produce(self.topic, json.dumps({"errors_total": n, "last_error_ms": last, "at_ms": at}).encode(),
+                        f"{HEALTH_PREFIX}{dest}".encode(), on_delivery=self._delivered)
+            self._health_at = now + _HEALTH_EVERY_S
+        left = self._producer.flush(timeout)
+        if self._failed:
+            why, self._failed = self._failed[0], []
+            raise DeliveryError(f"the offset map could not be written to {self.topic}: {why}; no source offset "
+                                "is committed past it (the records are copied again on restart)", topic=self.topic)
+        return left == 0
+
+    def close(self, timeout: float) -> None:
+        self._producer.flush(timeout)
+
+
+def read(config: Config, destination_topic: str, *, timeout: float = 60.0
+         ) -> tuple[dict[int, PartitionMap], LaneHealth | None]:
+    """The map of every partition of `destination_topic`, and its lane's health, read to the end seen now.
+
+    TopicError when the map topic does not exist (no lane ever recorded one); DeliveryError never.
+    """
+    topic = config.offset_map_topic
+    consumer = Consumer(client_config(config.target_cluster.librdkafka(), **{
+        "group.id": "transcoder-offset-map-reader", "enable.auto.commit": False,
+        "isolation.level": "read_committed", "enable.partition.eof": True,
+    }))
+    try:
+        md = consumer.list_topics(topic, timeout=min(timeout, 15))
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            raise TopicError(f"offset-map topic {topic} does not exist: no lane has recorded an offset map yet "
+                             "(add a `migration:` section to the config and run the copy)", topic=topic)
+        latest: dict[bytes, bytes | None] = {}
+        where: dict[bytes, int] = {}
+        for p in sorted(t.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=min(timeout, 15))
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            deadline = time.monotonic() + timeout
+            pos = low
+            while pos < high:
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailableError(f"reading offset-map topic {topic} [{p}] stalled at offset {pos} "
+                                                f"of {high}", topic=topic, partition=p, offset=pos)
+                for m in consumer.consume(10_000, timeout=1.0):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            raise KafkaUnavailableError(f"reading offset-map topic {topic}: {err.str()}",
+                                                        topic=topic, partition=p)
+                        pos = max(pos, m.offset())  # the end: compaction may have left the last offsets empty
+                        continue
+                    k = m.key() or b""
+                    latest[k] = m.value()
+                    where[k] = m.offset()
+                    pos = m.offset() + 1
+    finally:
+        consumer.close()
+    entries = []
+    health = None
+    prefix = f"{destination_topic}/".encode()
+    for k, v in latest.items():
+        if v is None:
+            continue
+        if k == f"{HEALTH_PREFIX}{destination_topic}".encode():
+            h = json.loads(v)
+            health = LaneHealth(destination_topic, int(h["errors_total"]), h.get("last_error_ms"), int(h["at_ms"]))
+        elif k.startswith(prefix) and k.count(b"/") >= 2:
+            try:
+                entries.append(MapEntry.decode(v))
+            except ValueError as exc:
+                raise TopicError(f"offset-map topic {topic} offset {where[k]}: {exc}", topic=topic,
+                                 offset=where[k]) from exc
+    return partition_maps(entries, destination_topic), health
