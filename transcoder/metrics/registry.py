@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,3 +318,72 @@ class LaneMetrics:
 
     def backpressure(self) -> None:
         self._pauses.inc()
+
+
+class MigrationMetrics:
+    """The metrics of a staged migration (`transcoder migrate`) and of an in-place rollout (`migrate watch`), on a
+    registry of their own unless one is passed in (the service's, to export them beside the lanes')."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry if registry is not None else CollectorRegistry()
+        self.stored_codec_ratio = Gauge("transcoder_stored_codec_ratio",
+                                        "Share (0..1) of the sampled records of a topic written since the watch's "
+                                        "start time that the broker stores in batches of this codec (`migrate "
+                                        "watch`: an in-place rollout).", ["topic", "codec"], registry=r)
+        self.verified_offset = Gauge("transcoder_migration_verified_offset",
+                                     "Destination offset up to which content verification found the destination "
+                                     "equal to its source (exclusive).", ["destination", "partition"], registry=r)
+        self.mismatches = Counter("transcoder_migration_mismatches_total",
+                                  "Verification ranges whose destination records differ from their source records "
+                                  "(cutover is refused while one is recorded).", ["destination"], registry=r)
+        self.groups = Gauge("transcoder_migration_groups", "Consumer groups of a migration in each stage.",
+                            ["destination", "stage"], registry=r)
+        self._codecs: dict[str, set[str]] = {}  # topic -> codecs with a stored_codec_ratio series
+        self._stages: dict[str, set[str]] = {}  # destination -> stages with a groups series
+        self._endpoints: Any = None
+
+    def stored_mix(self, topic: str, shares: dict[str, float] | None) -> None:
+        """The latest sample's share of records per stored codec (codecs absent from it: 0); None, an empty
+        sample: the topic's series go (there is no share of nothing)."""
+        seen = self._codecs.setdefault(topic, set())
+        if shares is None:
+            for codec in seen:
+                self.stored_codec_ratio.remove(topic, codec)
+            seen.clear()
+            return
+        for codec in seen | set(shares):
+            self.stored_codec_ratio.labels(topic=topic, codec=codec).set(shares.get(codec, 0.0))
+        seen.update(shares)
+
+    def verified(self, destination: str, through: Mapping[int, int], *, mismatches: int = 0) -> None:
+        """One verification pass: per partition, the destination offset verification reached, and the mismatched
+        ranges it found (0 still declares the counter; see `mismatch`)."""
+        for partition, offset in through.items():
+            self.verified_offset.labels(destination=destination, partition=str(partition)).set(offset)
+        self.mismatch(destination, mismatches)
+
+    def mismatch(self, destination: str, ranges: int = 1) -> None:
+        """`ranges` more mismatched ranges; 0 declares the series (at 0), so that `increase()` sees the first
+        mismatch: a counter series born at 1 has no earlier sample to increase from."""
+        self.mismatches.labels(destination=destination).inc(ranges)
+
+    def group_stages(self, destination: str, counts: dict[str, int]) -> None:
+        """Groups per stage now; a stage no group is in any more reads 0."""
+        seen = self._stages.setdefault(destination, set())
+        for stage in seen | set(counts):
+            self.groups.labels(destination=destination, stage=stage).set(counts.get(stage, 0))
+        seen.update(counts)
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> int:
+        """Serve these metrics on /metrics (with /healthz, /readyz and an empty /status, as the service's
+        endpoints) from a daemon thread until `stop`; return the port (0: any free one)."""
+        from transcoder.metrics.endpoints import Endpoints  # it imports this module
+
+        self._endpoints = Endpoints(self.registry, healthy=lambda: (True, "ok"), ready=lambda: (True, "ok"),
+                                    status=dict)
+        return self._endpoints.start(host, port)
+
+    def stop(self) -> None:
+        if self._endpoints is not None:
+            self._endpoints.stop()
+            self._endpoints = None

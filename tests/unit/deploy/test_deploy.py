@@ -75,7 +75,7 @@ def test_helm_chart_lints_and_renders_a_valid_config():
 ALERTS = ROOT / "deploy/monitoring/prometheus-alerts.yaml"
 DASHBOARD = ROOT / "deploy/monitoring/grafana-dashboard.json"
 # Rules that fire on the first evaluation, so they carry no `for`: a dead-lettered record is already a failure.
-FIRES_AT_ONCE = {"TranscoderDeadLetterNotEmpty"}
+FIRES_AT_ONCE = {"TranscoderDeadLetterNotEmpty", "TranscoderMigrationMismatch"}
 
 
 def _rules() -> list[dict]:
@@ -162,3 +162,66 @@ def test_dashboard_queries_parse():
             pytest.fail(f"panel {title!r}: {exc}: {text}")
         metrics = _metric_names(expr)
         assert metrics and all(m and m.startswith("transcoder_") for m in metrics), (title, metrics)
+
+
+def _declared_metrics() -> set[str]:
+    """Every series name the code exports: the service's metrics (CPU included) and the migration's."""
+    from transcoder.metrics.registry import Metrics, MigrationMetrics
+
+    m = Metrics()
+    m.cpu_source(dict, dict)
+    MigrationMetrics(m.registry)
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+    return {fam.name + s for fam in m.registry.collect() for s in suffixes.get(fam.type, ("",))}
+
+
+def test_monitoring_names_only_declared_metrics():
+    declared = _declared_metrics()
+    for rule in _rules():
+        missing = set(_metric_names(promql_parser.parse(rule["expr"]))) - declared
+        assert not missing, (rule["alert"], missing)
+    for title, text in _dashboard_exprs():
+        missing = set(_metric_names(promql_parser.parse(text))) - declared
+        assert not missing, (title, missing)
+
+
+def test_dashboard_panels_have_unique_ids_and_do_not_overlap():
+    panels = list(_panels(json.loads(DASHBOARD.read_text())["panels"]))
+    ids = [p["id"] for p in panels]
+    assert len(set(ids)) == len(ids), ids
+    cells: dict[tuple[int, int], str] = {}
+    for p in panels:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']!r} overlaps {cells[(x, y)]!r}"
+                cells[(x, y)] = p["title"]
+        if p["type"] != "row":
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+
+
+def test_migration_monitoring_rows_and_alert():
+    dashboard = json.loads(DASHBOARD.read_text())
+    rows = {p["title"]: p for p in dashboard["panels"] if p["type"] == "row"}
+    assert {"Migration", "In-place rollout"} <= set(rows)
+
+    def metrics_below(row: str) -> set[str]:
+        """The metrics of the panels from `row` to the next row (an open row holds none itself)."""
+        panels = dashboard["panels"]
+        start = panels.index(rows[row]) + 1
+        below = list(rows[row].get("panels", []))
+        for p in panels[start:]:
+            if p["type"] == "row":
+                break
+            below.append(p)
+        return {m for p in below for t in p.get("targets", []) for m in _metric_names(promql_parser.parse(t["expr"]))}
+
+    assert metrics_below("Migration") == {"transcoder_migration_verified_offset",
+                                          "transcoder_migration_mismatches_total", "transcoder_migration_groups"}
+    assert metrics_below("In-place rollout") == {"transcoder_stored_codec_ratio"}
+    rule = next(r for r in _rules() if r["alert"] == "TranscoderMigrationMismatch")
+    assert "increase(transcoder_migration_mismatches_total[10m])" in rule["expr"].replace(" ", "")
+    assert rule["labels"]["severity"] == "critical"
+    assert "transcoder migrate verify" in rule["annotations"]["description"]
+    assert "cutover is refused" in rule["annotations"]["description"]

@@ -1,0 +1,196 @@
+"""`migrate watch` on the real broker: the stored codec mix since a time is exactly what the producers wrote
+(aborted transactions left out), a spread sample stays within its budget, a recompressing topic gets the
+recompression verdict, --follow serves transcoder_stored_codec_ratio, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tests.support.configs import raw_config
+
+from transcoder.cli.main import _Cli
+from transcoder.cli.migrate_watch import watch
+
+VALUE = b"GET /api/v1/items?page=1 HTTP/1.1 200 " * 6  # compressible: librdkafka keeps the codec asked for
+PER_BATCH = 10
+
+
+def cli(*args: str):
+    group = _Cli()
+    group.add_command(watch)
+    return CliRunner().invoke(group, ["watch", *args])
+
+
+def produce(producer_factory, topic: str, codec: str, counts: dict[int, int], **conf: object) -> None:
+    """counts[p] records to partition p, in batches of PER_BATCH records at most, with `codec`."""
+    p = producer_factory(**{"compression.type": codec, "linger.ms": 5, "batch.num.messages": PER_BATCH, **conf})
+    for partition, n in counts.items():
+        for i in range(n):
+            p.produce(topic, value=VALUE + str(i).encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
+def now_ms() -> int:
+    time.sleep(0.02)  # records before and after this time have timestamps on their own side of it
+    t = int(time.time() * 1000)
+    time.sleep(0.02)
+    return t
+
+
+def records(part: dict) -> dict[str, int]:
+    return {c: f["records"] for c, f in part["codecs"].items()}
+
+
+@pytest.fixture(scope="module")
+def rollout(kafka, admin):
+    """A 2-partition `producer` topic: gzip records, then (after T) lz4 and zstd ones in known counts per
+    partition, and an aborted transaction of snappy records; 255 records in partition 0 (≥ 26 batches)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    topic = f"watch-rollout-{int(time.time())}"
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result()
+    made: list[Producer] = []
+
+    def factory(**conf: object) -> Producer:
+        made.append(Producer({"bootstrap.servers": kafka.bootstrap, **conf}))
+        return made[-1]
+
+    produce(factory, topic, "gzip", {0: 200, 1: 30})
+    since = now_ms()
+    produce(factory, topic, "lz4", {0: 25, 1: 10})
+    tx = factory(**{"compression.type": "snappy", "transactional.id": f"{topic}-tx", "linger.ms": 5})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for i in range(20):
+        tx.produce(topic, value=VALUE + str(i).encode(), partition=0)
+    tx.flush(30)
+    tx.abort_transaction(30)
+    produce(factory, topic, "zstd", {0: 30, 1: 35})
+    return topic, since
+
+
+def test_the_mix_since_a_time_is_exactly_what_producers_wrote(kafka, rollout):
+    topic, since = rollout
+    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", str(since), "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    p0, p1 = doc["partitions"]
+    assert records(p0) == {"lz4": 25, "zstd": 30}  # the aborted snappy records are not counted
+    assert records(p1) == {"lz4": 10, "zstd": 35}
+    assert p0["complete"] and p1["complete"] and p0["start_offset"] == 200 and p1["start_offset"] == 30
+    assert p0["end_offset"] == 200 + 25 + 20 + 1 + 30  # the aborted records and their marker take offsets too
+    for part in (p0, p1):
+        for f in part["codecs"].values():
+            assert f["batches"] >= f["records"] / PER_BATCH and f["bytes"] > 0
+        assert sum(f["bytes_share"] for f in part["codecs"].values()) == pytest.approx(1)
+    assert records(doc["total"]) == {"lz4": 35, "zstd": 65}
+    assert doc["compression_type"] == "producer" and doc["verdict"]["kind"] == "producer"
+    assert doc["verdict"]["target_share"] == pytest.approx(65 / 100)
+    assert doc["verdict"]["text"] == (f"compression.type=producer: stored as producers wrote it. 65% of records "
+                                      f"since {doc['since']} are stored as zstd.")
+
+    iso = datetime.fromtimestamp(since / 1000, UTC).isoformat(timespec="milliseconds")
+    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", iso, "--partitions", "1", "--target", "lz4")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "compression.type: producer" in out and "stored as producers wrote it" in out
+    assert "22.2% of records since" in out and "are stored as lz4" in out  # 10 of partition 1's 45
+    rows = [line for line in out.splitlines() if line.startswith(("│ 1 ", "│ all "))]
+    assert len(rows) == 2 and "│              45 │" in rows[0]
+
+
+def test_a_large_range_is_sampled_within_the_budget_and_spread_over_it(kafka, rollout):
+    topic, _ = rollout
+    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", "1h", "--partitions", "0",
+                 "--max-bytes", "1KiB", "--format", "json")  # 64 B a window: one batch each, 16 of ≥ 28
+    assert result.exit_code == 0, result.output
+    (p0,) = json.loads(result.stdout)["partitions"]
+    assert p0["start_offset"] == 0 and not p0["complete"] and p0["sampled_offsets"] < p0["offsets"]
+    assert p0["batches"] <= 16 and p0["records"] < 255
+    assert set(p0["codecs"]) == {"gzip", "lz4", "zstd"}  # windows across the range: the last ones too
+
+    whole = json.loads(cli("--topic", topic, "-b", kafka.bootstrap, "--since", "1h", "--partitions", "0",
+                           "--format", "json").stdout)["partitions"][0]
+    assert whole["complete"] and records(whole) == {"gzip": 200, "lz4": 25, "zstd": 30}
+
+
+def test_a_topic_that_recompresses_gets_the_recompression_verdict(kafka, topic_factory, producer_factory):
+    topic = topic_factory(partitions=2, config={"compression.type": "gzip"})
+    since = now_ms()
+    produce(producer_factory, topic, "zstd", {0: 20, 1: 20})
+    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", str(since), "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [records(p) for p in doc["partitions"]] == [{"gzip": 20}, {"gzip": 20}]  # producers sent zstd
+    v = doc["verdict"]
+    assert (doc["compression_type"], v["kind"], v["stored_as"], v["target_share"]) == ("gzip", "recompresses",
+                                                                                        "gzip", 0.0)
+    assert "the broker recompresses to gzip: the mix shows gzip whatever producers send; set " \
+           "compression.type=producer" in v["text"]
+    table = cli("--topic", topic, "-b", kafka.bootstrap, "--since", str(since))
+    assert "compression.type: gzip" in table.stdout and "0% of records since" in table.stdout
+
+
+def test_follow_serves_the_stored_codec_ratio(kafka, rollout):
+    topic, since = rollout
+    code = ("from transcoder.cli.main import _Cli; from transcoder.cli.migrate_watch import watch; "
+            "g = _Cli(); g.add_command(watch); g(prog_name='transcoder migrate')")
+    proc = subprocess.Popen([sys.executable, "-c", code, "watch", "--topic", topic, "-b", kafka.bootstrap,
+                             "--since", str(since), "--follow", "--interval", "1", "--count", "3", "--format", "json",
+                             "--metrics-port", "0", "--metrics-host", "127.0.0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while not line.startswith("serving"):  # "serving /metrics and /status on host:port", after any warning
+            line = proc.stderr.readline()
+            assert line, "the watch ended before serving"
+        port = int(line.strip().rsplit(":", 1)[1])
+        first = json.loads(proc.stdout.readline())  # one line per sample; exported before it is printed
+        assert records(first["total"]) == {"lz4": 35, "zstd": 65}
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        assert f'transcoder_stored_codec_ratio{{codec="zstd",topic="{topic}"}} 0.65' in text
+        assert f'transcoder_stored_codec_ratio{{codec="lz4",topic="{topic}"}} 0.35' in text
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as resp:
+            assert json.loads(resp.read())["topic"] == topic
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert [records(json.loads(line)["total"]) for line in rest.splitlines()] == [{"lz4": 35, "zstd": 65}] * 2
+
+
+def test_the_cluster_comes_from_a_config_file(kafka, rollout, tmp_path):
+    topic, since = rollout
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw_config(kafka, [{"source": topic, "destinations": [{"codec": "zstd"}]}])))
+    result = cli("--topic", topic, "--config", str(path), "--since", str(since), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert records(json.loads(result.stdout)["total"]) == {"lz4": 35, "zstd": 65}
+    both = cli("--topic", topic, "--config", str(path), "-b", kafka.bootstrap)
+    assert both.exit_code == 2 and both.stderr == "transcoder: error: give --config or --bootstrap-servers, not both\n"
+
+
+def test_bad_input_is_one_line_and_a_non_zero_exit(kafka):
+    missing = cli("--topic", "no-such-topic-watch", "-b", kafka.bootstrap)
+    assert missing.exit_code != 0
+    assert missing.stderr == "transcoder: error: topic no-such-topic-watch does not exist\n" and not missing.stdout
+    for args, says in ((("--since", "yesterday"), "--since 'yesterday' is neither"),
+                       (("--since", "2026-01-01T00:00:00"), "needs a time zone"),
+                       (("--partitions", "0,x"), "--partitions '0,x'"),
+                       (("--metrics-port", "9400"), "need --follow")):
+        result = cli("--topic", "t", "-b", kafka.bootstrap, *args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr

@@ -1,0 +1,150 @@
+"""`transcoder migrate watch`: an in-place rollout (producers switched to a codec one by one, nothing copied), seen
+in the codecs the broker stores the topic's recent batches in, with its compression.type checked."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from transcoder.cli.main import ByteSize, bootstrap, properties
+from transcoder.codecs import CODECS
+from transcoder.errors import ConfigError, TranscoderError
+
+FORMATS = ("table", "json")
+
+
+def _cluster(ctx: click.Context, config_path: Path | None, servers: str | None, props: tuple[str, ...],
+             local_state_dir: Path | None) -> dict[str, Any]:
+    """librdkafka properties of the topic's cluster: the config's `cluster` (where producers write), or -b."""
+    if config_path is not None:
+        if ctx.get_parameter_source("bootstrap_servers") == ParameterSource.COMMANDLINE:
+            raise ConfigError("give --config or --bootstrap-servers, not both")
+        from transcoder import config as cfg
+
+        return {**cfg.load(config_path).cluster.librdkafka(), **properties(props)}
+    return {"bootstrap.servers": bootstrap(servers, local_state_dir), **properties(props)}
+
+
+def _print(mix: Any, fmt: str, follow: bool) -> None:
+    from transcoder.migrate import watch as w
+
+    if fmt == "json":
+        doc = mix.as_dict()
+        click.echo(json.dumps(doc, separators=(",", ":")) if follow else json.dumps(doc, indent=2))
+        return
+    from rich.console import Console
+
+    from transcoder.report.tables import rich_rows
+
+    headers, rows = w.table(mix)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(rich_rows(headers, rows, f"{mix.topic}: stored codecs since {w.iso(mix.since_ms)} "
+                                           f"(sampled at {w.iso(mix.sampled_at_ms)})", 2))
+    for p in mix.partitions:
+        if p.note:
+            console.print(f"partition {p.partition}: {p.note}", markup=False)
+    if not all(p.complete for p in mix.partitions):
+        console.print(f"covered: the share of each partition's offsets read ({w.WINDOWS} evenly spread runs of "
+                      "stored batches within --max-bytes); raise --max-bytes to read more", markup=False)
+    console.print(f"compression.type: {mix.compression_type}", markup=False)
+    console.print(mix.verdict.text, markup=False, soft_wrap=True)
+
+
+@click.command("watch")
+@click.option("--topic", "-t", required=True, help="The topic whose producers switch codec in place.")
+@click.option("--config", "-c", "config_path", type=click.Path(path_type=Path),
+              help="A transcoder config file: its `cluster` (default: --bootstrap-servers).")
+@click.option("--bootstrap-servers", "-b", envvar="TRANSCODER_BOOTSTRAP_SERVERS",
+              help="Kafka bootstrap servers (default: the running local broker).")
+@click.option("-X", "props", multiple=True, metavar="KEY=VALUE", help="Any librdkafka property (repeatable).")
+@click.option("--since", default="1h", show_default=True,
+              help="Records written from this time on: ISO-8601 with a zone, epoch ms, or a duration back from now "
+                   "(30m, 1h, 2d; with --follow the window slides).")
+@click.option("--partitions", help="Partitions to sample, e.g. 0,3 (default: all).")
+@click.option("--target", type=click.Choice(CODECS), default="zstd", show_default=True,
+              help="The codec the rollout moves producers to.")
+@click.option("--max-bytes", type=ByteSize(), default="4MiB", show_default=True,
+              help="Stored bytes read per partition and sample, in 16 runs spread over the offsets since --since "
+                   "(a smaller range is read whole).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="json: one document (with --follow, one line per sample).")
+@click.option("--follow", is_flag=True, help="Sample again every --interval until interrupted.")
+@click.option("--interval", type=float, default=60.0, show_default=True, help="Seconds between samples (--follow).")
+@click.option("--count", type=click.IntRange(min=1), help="With --follow, stop after this many samples.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535),
+              help="With --follow, serve /metrics (transcoder_stored_codec_ratio) and /status on this port.")
+@click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address --metrics-port listens on.")
+@click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
+              hidden=True)
+@click.pass_context
+def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_servers: str | None,
+          props: tuple[str, ...], since: str, partitions: str | None, target: str, max_bytes: int, fmt: str,
+          follow: bool, interval: float, count: int | None, metrics_port: int | None, metrics_host: str,
+          local_kafka_dir: Path | None) -> None:
+    """Show the mix of codecs the broker stores the topic's batches in since a time, per partition (by records
+    and by bytes), and whether its compression.type lets producers' codecs through."""
+    from transcoder.migrate import watch as w
+
+    w.parse_since(since, int(time.time() * 1000))  # bad input fails before anything connects
+    chosen = w.parse_partitions(partitions)
+    if not follow and (metrics_port is not None or count is not None):
+        raise ConfigError("--metrics-port and --count need --follow")
+    if interval <= 0:
+        raise ConfigError(f"--interval must be positive, not {interval:g}")
+    cluster = _cluster(ctx, config_path, bootstrap_servers, props, local_kafka_dir)
+    with w.Watcher(cluster, topic, partitions=chosen, target=target, max_bytes=max_bytes) as watcher:
+        if not follow:
+            _print(watcher.sample(w.parse_since(since, int(time.time() * 1000))), fmt, follow)
+            return
+        _follow(watcher, since, fmt, interval, count, metrics_port, metrics_host)
+
+
+def _follow(watcher: Any, since: str, fmt: str, interval: float, count: int | None, port: int | None,
+            host: str) -> None:
+    """Sample every `interval` s, print each sample, export it; a failed sample is one line on stderr and the
+    next one is tried (the cluster may come back), until interrupted or `count` samples."""
+    from transcoder.metrics.registry import MigrationMetrics
+    from transcoder.migrate import watch as w
+
+    metrics = MigrationMetrics()
+    latest: dict[str, Any] = {}
+    endpoints = None
+    if port is not None:
+        from transcoder.metrics.endpoints import Endpoints
+
+        endpoints = Endpoints(metrics.registry, healthy=lambda: (True, f"watching {watcher.topic}"),
+                              ready=lambda: (bool(latest), "sampled" if latest else "no sample yet"),
+                              status=lambda: dict(latest))
+        try:
+            bound = endpoints.start(host, port)
+        except OSError as exc:
+            raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        click.echo(f"serving /metrics and /status on {host}:{bound}", err=True)
+    taken = 0
+    try:
+        while True:
+            started = time.monotonic()
+            try:
+                mix = watcher.sample(w.parse_since(since, int(time.time() * 1000)))
+            except TranscoderError as exc:
+                click.echo(f"transcoder: sample failed: {exc}", err=True)
+            else:
+                w.export(metrics, mix)
+                latest.clear()
+                latest.update(mix.as_dict())
+                _print(mix, fmt, follow=True)
+            taken += 1
+            if count is not None and taken >= count:
+                return
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        return
+    finally:
+        if endpoints is not None:
+            endpoints.stop()

@@ -1,0 +1,145 @@
+"""The cutover gates, and the translation of a group's offsets: pure rules over facts the controller gathered.
+
+A group moves to the destination only when (each gate can be overridden with --force, which is recorded):
+
+- members:  it has no active members (a running consumer would keep committing on the source);
+- copied:   the lane has committed past the group's offsets (every record before them is copied and mapped);
+- lag:      the lane's lag is at most `migration.max_lag_records` on every partition;
+- verified: content verification reached the group's offsets (or all that was copied, with nothing between);
+- mismatch: no verification mismatch is recorded;
+- errors:   the lane reported no failed record within `migration.error_window_s`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from transcoder.errors import MigrationError
+from transcoder.pipeline.offset_map import PartitionMap
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    detail: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.name}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    group: str
+    members: tuple[str, ...]  # "client.id@host" of active members
+    committed: Mapping[int, int]  # the group's committed source offsets
+    #: the lane's committed source offsets; None where the engine keeps them elsewhere (Spark's checkpoint):
+    #: then `copied` and `lag` are not checked, and `verified` must reach the group's offsets themselves
+    lane_committed: Mapping[int, int] | None
+    source_ends: Mapping[int, int]  # source high watermarks
+    verified_through: Mapping[int, int]
+    map_source_end: Mapping[int, int | None]  # one past the last source offset copied, per partition
+    mismatch: str | None  # the recorded verification mismatch, if any
+    last_error_ms: int | None  # the lane's last failed record
+    now_ms: int
+    max_lag_records: int
+    error_window_s: float
+    #: partitions to look at (the group's committed ones)
+    partitions: tuple[int, ...] = field(default=())
+
+
+def failed(f: GateFacts) -> list[Gate]:
+    """The gates the group does not pass, each with what is wrong (empty: it may move)."""
+    out: list[Gate] = []
+    parts = f.partitions or tuple(sorted(f.committed))
+    if f.members:
+        out.append(Gate("members", f"group {f.group} has {len(f.members)} active member(s): "
+                                   f"{', '.join(f.members)} (stop them, or use --wait)"))
+    lane = f.lane_committed
+    behind = [p for p in parts if lane.get(p, -1) < f.committed[p]] if lane is not None else []
+    if behind:
+        assert lane is not None
+        p = behind[0]
+        out.append(Gate("copied", f"the lane has copied partition {p} only up to offset "
+                                  f"{max(lane.get(p, 0), 0)}, the group is at {f.committed[p]}"
+                                  + (f" (and {len(behind) - 1} more partitions)" if len(behind) > 1 else "")))
+    lagging = [(p, f.source_ends.get(p, 0) - lane.get(p, 0)) for p in sorted(f.source_ends)] if lane is not None \
+        else []
+    lagging = [(p, n) for p, n in lagging if n > f.max_lag_records]
+    if lagging:
+        p, n = max(lagging, key=lambda x: x[1])
+        out.append(Gate("lag", f"the lane lags {n:,} records on partition {p} "
+                               f"(migration.max_lag_records: {f.max_lag_records:,})"))
+    unverified = []
+    for p in parts:
+        v = f.verified_through.get(p, -1)
+        end = f.map_source_end.get(p)
+        reached = v >= f.committed[p] or (end is not None and v >= end and lane is not None
+                                          and lane.get(p, -1) >= f.committed[p])
+        if not reached:
+            unverified.append((p, v))
+    if unverified:
+        p, v = unverified[0]
+        out.append(Gate("verified", f"verification reached offset {max(v, 0)} of partition {p}, the group is at "
+                                    f"{f.committed[p]}: run `transcoder migrate verify`"))
+    if f.mismatch:
+        out.append(Gate("mismatch", f"verification found a mismatch: {f.mismatch}"))
+    if f.last_error_ms is not None and f.now_ms - f.last_error_ms < f.error_window_s * 1000:
+        ago = (f.now_ms - f.last_error_ms) / 1000
+        out.append(Gate("errors", f"the lane failed a record {ago:.0f} s ago (migration.error_window_s: "
+                                  f"{f.error_window_s:.0f})"))
+    return out
+
+
+def forward(group: str, committed: Mapping[int, int], maps: Mapping[int, PartitionMap],
+            first_record_at: Mapping[int, int | None], dest_ends: Mapping[int, int]) -> dict[int, int]:
+    """The destination offsets of a group committed at `committed` on the source.
+
+    `first_record_at[p]`: the offset of the first source record at or after the committed offset (None: none);
+    needed where the group is before the start of the map. MigrationError where the map cannot say.
+    """
+    out = {}
+    for p, c in sorted(committed.items()):
+        m = maps.get(p)
+        first = first_record_at.get(p)
+        if m is None or not m:
+            if first is None:  # nothing at or after c in the source: the group is at its end
+                out[p] = dest_ends.get(p, 0)
+                continue
+            raise MigrationError(f"group {group}: partition {p} has no offset map, but the source has records "
+                                 f"from offset {first}: the lane has not copied them with a `migration:` section")
+        start = m.source_start
+        assert start is not None
+        if first is not None and first < start:
+            raise MigrationError(f"group {group}: partition {p}: the offset map starts at source offset {start}, the "
+                                 f"group is at {c} and the source has records from {first}: those were copied "
+                                 "before the `migration:` section was set (or their map expired)")
+        d = m.forward(c)
+        if d is None:
+            end = m.dest_end
+            assert end is not None
+            d = end
+        out[p] = d
+    return out
+
+
+def backward(group: str, committed: Mapping[int, int], maps: Mapping[int, PartitionMap],
+             at_cutover: Mapping[int, int]) -> dict[int, int]:
+    """The source offsets of a group committed at `committed` on the destination (rollback).
+
+    `at_cutover`: the group's source offsets recorded at its cutover, for partitions nothing was copied of.
+    """
+    out = {}
+    for p, d in sorted(committed.items()):
+        m = maps.get(p)
+        if m is not None and m:
+            c = m.backward(d)
+            assert c is not None
+            out[p] = c
+        elif p in at_cutover:
+            out[p] = at_cutover[p]
+        else:
+            raise MigrationError(f"group {group}: partition {p} of the destination has no offset map and no "
+                                 "recorded cutover offset: its position cannot be translated back")
+    return out
