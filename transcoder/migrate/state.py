@@ -1,0 +1,605 @@
+"""The state of a migration in a compacted topic, and the lease that keeps a second controller from acting on it.
+
+`StateStore` keeps the records of one migration in the state topic (`config.state_topic`): one partition, so
+every reader sees one order; compacted, so the latest value per key is kept. Keys are `<migration>/<key>`,
+values JSON objects, a tombstone deletes a key. Several migrations share the topic and never see each other.
+
+`Lease` fences controllers: each writes heartbeats under `controller/<owner>`, and the holder is the live
+owner (last heartbeat within its lease) with the lowest claim offset; `holder` is that rule, pure.
+The guarantee and its limits are in `Lease`'s docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+from uuid import uuid4
+
+import structlog
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from transcoder.config import Config
+from transcoder.errors import (
+    ConfigError,
+    KafkaUnavailableError,
+    MigrationError,
+    TopicError,
+    TranscoderError,
+)
+from transcoder.kafka.admin import describe_configs, ensure
+from transcoder.kafka.clients import (
+    ErrorTracker,
+    client_config,
+    connect_admin,
+    retriable,
+)
+
+log = structlog.get_logger("transcoder.migrate")
+
+#: State keys of controllers: `controller/<owner>`.
+CONTROLLER_PREFIX = "controller/"
+#: Topic configs of a state topic it creates (segments rolled hourly so the cleaner keeps the log short).
+STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
+#: How long a read may go without reaching the end offset it started with.
+_READ_STALL_S = 30.0
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds: heartbeats are compared across hosts, so not a monotonic clock."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class StateRecord:
+    """The latest record of one key: its value (None: a tombstone), where it is and when it was written."""
+
+    key: str
+    value: dict[str, Any] | None
+    offset: int
+    timestamp_ms: int
+
+
+def _encode(value: Mapping[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+class StateStore:
+    """The records of one migration in the state topic: `read` the latest value per key, `put` and `delete` them.
+
+    Writes are synchronous (acks=all, idempotent producer): when `put` returns, every later `read` (by any
+    process) sees the record. A read covers the topic from its start to the end offset seen when the read
+    starts. Thread-safe: one lock serializes reads and writes (the lease heartbeats from a thread of its own).
+    A cluster that does not answer gives KafkaUnavailableError after `timeout_s` (writes: after the delivery
+    timeout), never a hang.
+    """
+
+    def __init__(self, config: Config, migration: str, *, topic: str | None = None,
+                 timeout_s: float = 10.0, delivery_timeout_ms: int = 10_000) -> None:
+        if not migration or "/" in migration:
+            raise ConfigError(f"migration id {migration!r} must be non-empty and contain no '/': "
+                              "it prefixes the migration's keys in the state topic")
+        self.migration = migration
+        self.topic = topic or config.state_topic
+        self.timeout_s = timeout_s
+        #: A write not acknowledged within this is an error (librdkafka's message.timeout.ms).
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self._base = config.target_cluster.librdkafka()
+        self._bootstrap = self._base.get("bootstrap.servers", "<unset>")
+        self._prefix = f"{migration}/"
+        self._lock = threading.RLock()
+        self._producer: Producer | None = None
+        self._producer_errors: ErrorTracker | None = None
+        self._consumer: Consumer | None = None
+        self._consumer_errors: ErrorTracker | None = None
+        self._ensured = False  # ensure_topic ran: the topic exists and is compacted
+
+    # -- topic ------------------------------------------------------------------------------------------------
+
+    def ensure_topic(self) -> None:
+        """Create the state topic if missing (1 partition, compacted); refuse one that is not compacted or has
+        more than one partition (records would be deleted, or lose their one order)."""
+        with self._lock:
+            if self._ensured:
+                return
+            try:
+                admin, _ = connect_admin(self._base, timeout=self.timeout_s)
+            except KafkaUnavailableError as exc:
+                raise KafkaUnavailableError(f"migration {self.migration}: cannot create or check state topic "
+                                            f"{self.topic}: {exc}; check the cluster is reachable and run the "
+                                            "command again", topic=self.topic) from exc
+            shape, created = ensure(admin, self.topic, partitions=None, config=STATE_TOPIC_CONFIGS)
+            if shape.partitions != 1:
+                raise TopicError(f"state topic {self.topic} has {shape.partitions} partitions, not 1: its records "
+                                 "would have no single order; set migration.state_topic to a new topic",
+                                 topic=self.topic)
+            if created:
+                log.info("state_topic_created", topic=self.topic)
+            else:
+                policy = describe_configs(admin, [self.topic])[self.topic].effective.get("cleanup.policy", "")
+                if "compact" not in policy.split(","):
+                    raise TopicError(f"state topic {self.topic} has cleanup.policy={policy}, not compact: migration "
+                                     "state would be deleted by retention; set cleanup.policy=compact on it, or set "
+                                     "migration.state_topic to a new topic", topic=self.topic)
+            self._ensured = True
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        """The latest value of every key of this migration (without the `<migration>/` prefix); deleted keys absent.
+
+        An empty or missing topic gives {}. MigrationError when a value of this migration is not a JSON object.
+        """
+        return {k: r.value for k, r in self.read_records().items() if r.value is not None}
+
+    def read_records(self) -> dict[str, StateRecord]:
+        """The latest record of every key of this migration, tombstones included (value None)."""
+        with self._lock:
+            raw = self._read_raw()
+        out: dict[str, StateRecord] = {}
+        for key, (value, offset, ts) in raw.items():
+            name = key[len(self._prefix):]
+            if value is None:
+                out[name] = StateRecord(name, None, offset, ts)
+                continue
+            try:
+                decoded = json.loads(value)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                decoded, why = None, f"not JSON ({exc})"
+            else:
+                why = "not a JSON object"
+            if not isinstance(decoded, dict):
+                raise MigrationError(f"migration {self.migration}: state record {key} at offset {offset} of topic "
+                                     f"{self.topic} is {why}; it was not written by transcoder: delete that key",
+                                     topic=self.topic, partition=0, offset=offset)
+            out[name] = StateRecord(name, decoded, offset, ts)
+        return out
+
+    def _reader(self) -> Consumer:
+        if self._consumer is None:
+            tracker = ErrorTracker()
+            self._consumer = Consumer(client_config(self._base, **{
+                # No group is joined (partitions are assigned) and nothing is committed; librdkafka wants an id.
+                "group.id": "transcoder-migration-state-reader", "enable.auto.commit": False,
+                "enable.auto.offset.store": False, "isolation.level": "read_committed",
+                "enable.partition.eof": True, "error_cb": tracker,
+            }))
+            self._consumer_errors = tracker
+        return self._consumer
+
+    def _unreachable(self, what: str, exc: BaseException, tracker: ErrorTracker | None) -> KafkaUnavailableError:
+        if tracker is not None and tracker.last is not None:
+            why = tracker.last.str()
+        elif isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            why = exc.args[0].str()
+        else:
+            why = str(exc)
+        return KafkaUnavailableError(f"migration {self.migration}: cannot {what} state topic {self.topic} at "
+                                     f"{self._bootstrap} within {self.timeout_s:g}s: {why}; check the cluster is "
+                                     "reachable and run the command again", topic=self.topic)
+
+    def _read_raw(self) -> dict[str, tuple[bytes | None, int, int]]:
+        """Key -> (value, offset, timestamp) of the latest record of each key with this migration's prefix."""
+        consumer = self._reader()
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                md = consumer.list_topics(self.topic, timeout=self.timeout_s)
+            except KafkaException as exc:
+                consumer.poll(0)  # serves error_cb: the connection error behind the timeout
+                raise self._unreachable("read", exc, self._consumer_errors) from exc
+            t = md.topics.get(self.topic)
+            missing = t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+            if not missing:
+                break
+            if not self._ensured or time.monotonic() >= deadline:  # never created (no state), or gone
+                return {}
+            time.sleep(0.1)  # created by us a moment ago: metadata reaches every broker shortly
+        if t.error is not None:
+            raise KafkaUnavailableError(f"migration {self.migration}: cannot read state topic {self.topic}: "
+                                        f"{t.error.str()}", topic=self.topic, kafka_error=t.error.name(),
+                                        retriable=retriable(t.error))
+        tp = TopicPartition(self.topic, 0)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unreachable("read the end offset of", exc, self._consumer_errors) from exc
+        latest: dict[str, tuple[bytes | None, int, int]] = {}
+        if high <= low:
+            return latest
+        consumer.assign([TopicPartition(self.topic, 0, low)])
+        try:
+            pos = low
+            stall = time.monotonic() + _READ_STALL_S
+            while pos < high:
+                if time.monotonic() >= stall:
+                    raise KafkaUnavailableError(
+                        f"migration {self.migration}: reading state topic {self.topic} stalled at offset {pos} of "
+                        f"{high} for {_READ_STALL_S:g}s; check the cluster and run the command again",
+                        topic=self.topic, partition=0, offset=pos)
+                # consume() returns after `timeout` unless it has the full count: a short one, in a loop
+                for m in consumer.consume(1000, timeout=0.05):
+                    pos = max(pos, self._take(m, high, latest))
+        finally:
+            consumer.unassign()
+        return latest
+
+    def _take(self, m: Message, high: int, latest: dict[str, tuple[bytes | None, int, int]]) -> int:
+        """Fold one message into `latest`; the offset read up to."""
+        err = m.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                return m.offset()  # the end: compaction may have left the last offsets empty
+            raise KafkaUnavailableError(f"migration {self.migration}: reading state topic {self.topic}: "
+                                        f"{err.str()}", topic=self.topic, partition=0, kafka_error=err.name(),
+                                        retriable=retriable(err))
+        offset = m.offset()
+        if offset >= high:  # written after the read started: the next read sees it
+            return offset
+        key = (m.key() or b"").decode("utf-8", errors="replace")
+        if key.startswith(self._prefix):
+            _, ts = m.timestamp()
+            latest[key] = (m.value(), offset, ts)
+        return offset + 1
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def _writer(self) -> Producer:
+        if self._producer is None:
+            tracker = ErrorTracker()
+            self._producer = Producer(client_config(self._base, **{
+                "enable.idempotence": True, "acks": "all", "linger.ms": 0,
+                "message.timeout.ms": self.delivery_timeout_ms,
+                # A topic the broker would auto-create is not compacted: ensure_topic creates it instead.
+                "allow.auto.create.topics": False, "error_cb": tracker,
+            }))
+            self._producer_errors = tracker
+        return self._producer
+
+    def put(self, key: str, value: Mapping[str, Any]) -> int:
+        """Store `value` (a JSON object) under `key`; its offset once acknowledged."""
+        return self.put_many({key: value})[key]
+
+    def delete(self, key: str) -> int:
+        """Delete `key` (a tombstone); the tombstone's offset once acknowledged."""
+        return self.put_many({key: None})[key]
+
+    def put_many(self, items: Mapping[str, Mapping[str, Any] | None]) -> dict[str, int]:
+        """Store several keys (None: delete) in one flush, in the order given; key -> offset.
+
+        On an error none of the offsets is returned; records acknowledged before it stay written.
+        """
+        for key in items:
+            if not key:
+                raise ValueError("a state key must be non-empty")
+        payloads = {k: (None if v is None else _encode(v)) for k, v in items.items()}
+        with self._lock:
+            self.ensure_topic()
+            producer = self._writer()
+            offsets: dict[str, int] = {}
+            failed: list[tuple[str, KafkaError]] = []
+
+            def delivered(key: str) -> Any:
+                def cb(err: KafkaError | None, msg: Message) -> None:
+                    if err is not None:
+                        failed.append((key, err))
+                    else:
+                        offsets[key] = msg.offset()
+                return cb
+
+            for key, payload in payloads.items():
+                try:
+                    producer.produce(self.topic, payload, f"{self._prefix}{key}".encode(), partition=0,
+                                     on_delivery=delivered(key))
+                except (KafkaException, BufferError) as exc:
+                    raise MigrationError(f"migration {self.migration}: cannot write state key {key} to topic "
+                                         f"{self.topic}: {exc}", topic=self.topic) from exc
+            left = producer.flush(self.delivery_timeout_ms / 1000 + self.timeout_s)
+            if failed:
+                key, err = failed[0]
+                why = err.str()
+                last = self._producer_errors.last if self._producer_errors else None
+                if last is not None and last.code() != err.code():
+                    why += f" ({last.str()})"
+                cls = KafkaUnavailableError if retriable(err) or err.code() == KafkaError._MSG_TIMED_OUT \
+                    else MigrationError
+                raise cls(f"migration {self.migration}: cannot write state key {key} to topic {self.topic}: "
+                          f"{why}; check the cluster and run the command again", topic=self.topic,
+                          kafka_error=err.name())
+            if left or len(offsets) != len(payloads):
+                raise KafkaUnavailableError(f"migration {self.migration}: {left} state record(s) for topic "
+                                            f"{self.topic} not acknowledged in time; check the cluster and run "
+                                            "the command again", topic=self.topic)
+        return offsets
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush what is still queued and close the clients."""
+        with self._lock:
+            if self._producer is not None:
+                left = self._producer.flush(self.delivery_timeout_ms / 1000)
+                self._producer = None
+                if left:
+                    log.warning("state_records_not_flushed", topic=self.topic, records=left)
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+# -- the lease rule (pure) -------------------------------------------------------------------------------------
+
+def claim_offset(record: StateRecord) -> int:
+    """Where an owner's claim is in the log: the offset in its records, or (its first record) the record's own."""
+    if record.value is None:
+        raise ValueError(f"state record {record.key} at offset {record.offset} is a tombstone: it claims nothing")
+    c = record.value.get("claim_offset")
+    return record.offset if c is None else int(c)
+
+
+def _controller(record: StateRecord) -> tuple[str, int, int] | None:
+    """(owner, heartbeat_ms, lease_ms) of a controller record; None for a tombstone; MigrationError if malformed."""
+    v = record.value
+    if v is None:
+        return None
+    try:
+        return str(v["owner"]), int(v["heartbeat_ms"]), int(v["lease_ms"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MigrationError(f"state record {record.key} at offset {record.offset} is not a controller heartbeat "
+                             f"({exc!r}); it was not written by transcoder: delete that key",
+                             offset=record.offset) from exc
+
+
+def live(records: Mapping[str, StateRecord], now_ms: int) -> list[StateRecord]:
+    """Controller records (keys `controller/...`) whose last heartbeat is within their lease at `now_ms`,
+    by claim offset, the holder first."""
+    out = []
+    for r in records.values():
+        if not r.key.startswith(CONTROLLER_PREFIX):
+            continue
+        c = _controller(r)
+        if c is not None and c[1] + c[2] > now_ms:
+            out.append(r)
+    return sorted(out, key=lambda r: (claim_offset(r), r.key))
+
+
+def holder(records: Mapping[str, StateRecord], now_ms: int) -> StateRecord | None:
+    """The controller holding the migration at `now_ms`: the live one with the lowest claim offset; None if none.
+
+    `records` are the latest records per key (`StateStore.read_records()`); keys other than `controller/...`
+    are ignored, tombstones and expired heartbeats are not live.
+    """
+    alive = live(records, now_ms)
+    return alive[0] if alive else None
+
+
+def _owner(record: StateRecord) -> str:
+    return str(record.value["owner"]) if record.value else record.key[len(CONTROLLER_PREFIX):]
+
+
+def _seconds(ms: float) -> str:
+    return f"{max(ms, 0) / 1000:.3g}"
+
+
+# -- the lease (I/O) -------------------------------------------------------------------------------------------
+
+class Lease:
+    """One controller's hold on a migration: a second controller refuses while the first is live.
+
+    Protocol (every reader of the log agrees): each controller writes under `controller/<owner>` records
+    {owner, command, claim_offset, heartbeat_ms, lease_ms}. `acquire` refuses if another owner is live,
+    else writes a claim (its offset is the claim offset), reads to the end again and holds only if it is now
+    the live owner with the lowest claim offset; a loser deletes its claim. Of controllers acquiring at
+    once, at most one wins (exactly one, unless the winner's claim expires before it is read back). `heartbeat` re-reads, then renews with the same claim offset; `check` re-reads.
+    A crashed controller's record expires after its lease_ms; another may then acquire, and a controller that
+    comes back after that is fenced (its next `check`/`heartbeat` raises MigrationError).
+
+    What it does not guarantee:
+    - `check` then write: a caller that checks and then writes state may write up to one write's latency
+      after losing the lease. State writes should be idempotent and re-validated by the next holder.
+    - Clocks: liveness compares the writer's heartbeat_ms with the reader's clock; hosts' clocks must agree
+      to well within lease_ms.
+    - A renewal acknowledged only after the lease it renews had expired (a slow broker, a paused process) may
+      have revived it after another controller claimed: the renewing controller then deletes its record and
+      is fenced, and until it has, the other one may be fenced too (safe, but nobody holds the migration).
+    """
+
+    def __init__(self, store: StateStore, *, lease_ms: int, owner: str | None = None, command: str = "") -> None:
+        self.store = store
+        self.lease_ms = lease_ms
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:6]}"
+        self.command = command
+        self.key = f"{CONTROLLER_PREFIX}{self.owner}"
+        self._lock = threading.RLock()
+        self._claim: int | None = None
+        self._last_heartbeat_ms = 0
+        self._fenced: MigrationError | None = None  # sticky: the lease is lost
+        self._heartbeat_error: BaseException | None = None  # the last heartbeat failed (cleared by a later one)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def held(self) -> bool:
+        """Acquired, not released and not (yet known to be) fenced."""
+        return self._claim is not None and self._fenced is None
+
+    def _value(self, claim: int | None, heartbeat_ms: int) -> dict[str, Any]:
+        return {"owner": self.owner, "command": self.command, "claim_offset": claim,
+                "heartbeat_ms": heartbeat_ms, "lease_ms": self.lease_ms}
+
+    def _held_by(self, r: StateRecord, now: int) -> str:
+        v = r.value or {}
+        cmd = f"{v['command']}, " if v.get("command") else ""
+        return (f"controller {_owner(r)} ({cmd}heartbeat {_seconds(now - int(v.get('heartbeat_ms', now)))} s ago)"
+                f": wait for it to finish, or for its lease ({_seconds(int(v.get('lease_ms', 0)))} s) to expire "
+                "if it died")
+
+    def acquire(self) -> None:
+        """Hold the migration, or MigrationError naming the controller that holds it."""
+        with self._lock:
+            if self._fenced is not None:
+                raise self._fenced
+            if self._claim is not None:
+                raise MigrationError(f"migration {self.store.migration}: controller {self.owner} holds it already")
+            self.store.ensure_topic()
+            now = now_ms()
+            others = [r for r in live(self.store.read_records(), now) if r.key != self.key]
+            if others:
+                log.info("lease_refused", migration=self.store.migration, owner=self.owner, held_by=_owner(others[0]))
+                raise MigrationError(f"migration {self.store.migration} is held by {self._held_by(others[0], now)}")
+            heartbeat = now_ms()
+            offset = self.store.put(self.key, self._value(None, heartbeat))
+            now = now_ms()
+            h = holder(self.store.read_records(), now)
+            if h is None or h.key != self.key or claim_offset(h) != offset:
+                self.store.delete(self.key)
+                if h is None or h.key == self.key:
+                    raise MigrationError(f"migration {self.store.migration}: the claim of controller {self.owner} "
+                                         f"expired before it was read back (lease {_seconds(self.lease_ms)} s); "
+                                         "check the cluster's latency, or raise migration.lease_ms")
+                log.info("lease_lost_race", migration=self.store.migration, owner=self.owner, held_by=_owner(h))
+                raise MigrationError(f"migration {self.store.migration} is held by {self._held_by(h, now)}")
+            self._claim, self._last_heartbeat_ms = offset, heartbeat
+            self._fenced = self._heartbeat_error = None
+            log.info("lease_acquired", migration=self.store.migration, owner=self.owner, claim_offset=offset,
+                     lease_ms=self.lease_ms)
+
+    def _verify(self) -> int:
+        """MigrationError unless this controller holds the migration now; now_ms of the check."""
+        if self._fenced is not None:
+            raise self._fenced
+        if self._claim is None:
+            raise MigrationError(f"migration {self.store.migration}: controller {self.owner} does not hold it "
+                                 "(acquire the lease first)")
+        records = self.store.read_records()
+        now = now_ms()
+        h = holder(records, now)
+        if h is not None and h.key == self.key and claim_offset(h) == self._claim:
+            return now
+        m = self.store.migration
+        ago = _seconds(now - self._last_heartbeat_ms)
+        if h is None or h.key == self.key:
+            err = MigrationError(f"migration {m}: controller {self.owner} lost its lease (last heartbeat {ago} s ago, "
+                                 f"lease {_seconds(self.lease_ms)} s) and was fenced; check the migration's state "
+                                 "and run the command again")
+        else:
+            v = h.value or {}
+            cmd = f" ({v['command']})" if v.get("command") else ""
+            err = MigrationError(f"migration {m}: controller {self.owner} was fenced: controller {_owner(h)}{cmd} "
+                                 f"took over after its last heartbeat {ago} s ago; stop here, the other controller "
+                                 "continues the migration")
+        self._fenced = err
+        log.warning("lease_fenced", migration=m, owner=self.owner, held_by=_owner(h) if h else None)
+        raise err
+
+    def check(self) -> None:
+        """MigrationError unless this controller still holds the migration (read from the log, nothing written).
+
+        Also raises the error of the last heartbeat if it failed and none has succeeded since. Call it before
+        every state write.
+        """
+        with self._lock:
+            err = self._heartbeat_error
+            if err is not None and not isinstance(err, MigrationError):
+                raise err
+            self._verify()
+
+    def heartbeat(self) -> None:
+        """Renew the lease: check it is still held, then write a fresh heartbeat with the same claim."""
+        with self._lock:
+            self._verify()
+            now = now_ms()
+            self.store.put(self.key, self._value(self._claim, now))
+            acked = now_ms()
+            expired_at = self._last_heartbeat_ms + self.lease_ms
+            if acked >= expired_at:  # it may have landed after the lease expired, and revived it: give it up
+                err = MigrationError(f"migration {self.store.migration}: controller {self.owner} renewed its lease "
+                                     f"too late ({_seconds(acked - self._last_heartbeat_ms)} s after the last "
+                                     f"heartbeat, lease {_seconds(self.lease_ms)} s) and gave it up; check the "
+                                     "migration's state and run the command again")
+                self._fenced = err
+                log.warning("lease_renewed_too_late", migration=self.store.migration, owner=self.owner)
+                self.store.delete(self.key)
+                raise err
+            self._last_heartbeat_ms = now
+            self._heartbeat_error = None
+
+    def start_heartbeats(self) -> None:
+        """Heartbeat every lease_ms/3 in a daemon thread until `release` (or `stop_heartbeats`); a failure is
+        logged and raised by the next `check`; a fenced lease stops the thread."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._beat, name=f"lease-{self.store.migration}", daemon=True)
+            self._thread.start()
+
+    def _beat(self) -> None:
+        interval = self.lease_ms / 3000
+        while not self._stop.wait(interval):
+            try:
+                self.heartbeat()
+            except MigrationError as exc:  # fenced: the lease is gone for good
+                self._heartbeat_error = exc
+                log.error("lease_heartbeat_fenced", migration=self.store.migration, owner=self.owner, error=str(exc))
+                return
+            except TranscoderError as exc:  # the cluster, for now: the next beat tries again
+                self._heartbeat_error = exc
+                log.warning("lease_heartbeat_failed", migration=self.store.migration, owner=self.owner,
+                            error=str(exc))
+            except Exception as exc:  # a bug: remembered for check(), the thread ends
+                self._heartbeat_error = exc
+                log.exception("lease_heartbeat_crashed", migration=self.store.migration, owner=self.owner)
+                return
+
+    def stop_heartbeats(self) -> None:
+        """Stop the heartbeat thread without releasing (the lease then expires after lease_ms)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=self.lease_ms / 1000 + self.store.timeout_s * 2)
+
+    def release(self) -> None:
+        """Stop heartbeating and delete this controller's record, so another may acquire at once."""
+        self.stop_heartbeats()
+        with self._lock:
+            if self._claim is None:
+                return
+            self.store.delete(self.key)
+            self._claim, self._fenced, self._heartbeat_error = None, None, None
+            log.info("lease_released", migration=self.store.migration, owner=self.owner)
+
+    def __enter__(self) -> Self:
+        """Acquire and start heartbeating."""
+        self.acquire()
+        self.start_heartbeats()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception:  # the body's error is the one to report; this one is logged, not lost
+            log.exception("lease_release_failed", migration=self.store.migration, owner=self.owner)
