@@ -4,6 +4,6 @@ Importing this package registers every command on `main`.
 """
 
 from transcoder.cli.main import main
-from transcoder.cli import demo, evaluate, local_kafka, report, run, seed  # noqa: F401  (registers the commands)
+from transcoder.cli import demo, evaluate, local_kafka, migrate, report, run, seed  # noqa: F401  (registers the commands)
 
 __all__ = ["main"]

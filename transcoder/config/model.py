@@ -290,6 +290,9 @@ class MigrationConfig(_Model):
     lease_ms: int = Field(default=30_000, ge=1000)
     #: Records per verification range (one digest per range and partition).
     verify_range_records: int = Field(default=10_000, ge=1)
+    #: > 0: a running service verifies each destination against its source this often (seconds), and exports
+    #: transcoder_migration_verified_offset / _mismatches_total; 0: only `transcoder migrate verify` does.
+    verify_interval_s: float = Field(default=0.0, ge=0)
 
     @field_validator("offset_map_topic", "state_topic")
     @classmethod

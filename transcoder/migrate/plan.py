@@ -306,7 +306,7 @@ def assemble(config: Config, target: Target, *, source: TopicFacts, destination:
 
 
 # ---------------------------------------------------------------- I/O: ask the clusters
-def _topic_facts(admin: AdminClient, info: BrokerInfo, topic: str, *, with_config: bool) -> TopicFacts:
+def topic_facts(admin: AdminClient, info: BrokerInfo, topic: str, *, with_config: bool) -> TopicFacts:
     shape = describe(admin, topic)
     if shape is None:
         return TopicFacts(topic, None, None, None, None, None)
@@ -354,10 +354,10 @@ def make_plan(config: Config, destination: str | None, *, groups: list[str] | No
     src_info = BrokerInfo(config.cluster.librdkafka())
     dst_info = BrokerInfo(config.destination_cluster.librdkafka()) if config.destination_cluster else src_info
     try:
-        source = _topic_facts(src_admin, src_info, resolved.source, with_config=False)
+        source = topic_facts(src_admin, src_info, resolved.source, with_config=False)
         if not source.exists:
             raise TopicError(f"source topic {resolved.source} does not exist", topic=resolved.source)
-        dest = _topic_facts(dst_admin, dst_info, resolved.destination, with_config=True)
+        dest = topic_facts(dst_admin, dst_info, resolved.destination, with_config=True)
         version = _produce_version(dst_info)
     finally:
         src_info.close()

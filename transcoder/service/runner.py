@@ -16,9 +16,10 @@ from transcoder.metrics import status as status_doc
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.endpoints import Endpoints, Served
-from transcoder.metrics.registry import Metrics
+from transcoder.metrics.registry import Metrics, MigrationMetrics
 from transcoder.service.lane import Lane
 from transcoder.service.scoring import Scorer
+from transcoder.service.verifying import ContinuousVerification
 
 log = structlog.get_logger("transcoder.service")
 
@@ -40,6 +41,8 @@ class Service(Served):
         self.brokers: BrokerFigures | None = None
         #: live scoring of candidate codecs (evaluate: in the config), one thread for every lane; None: off
         self.scorer = Scorer(config.evaluate, self.metrics) if config.evaluate is not None else None
+        #: continuous verification (migration.verify_interval_s > 0), made by run(); None: off
+        self.verification: ContinuousVerification | None = None
         self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
 
     def cpu_by_lane(self) -> dict[tuple[str, str], float]:
@@ -61,6 +64,22 @@ class Service(Served):
             scorer.run(self.stop_event)
 
         t = threading.Thread(target=run, name="candidate-scoring", daemon=True)
+        t.start()
+        return t
+
+    def start_verification(self, prepared: Prepared) -> threading.Thread | None:
+        """The continuous-verification thread (migration.verify_interval_s > 0); it stops with the lanes."""
+        m = self.config.migration
+        if m is None or not m.verify_interval_s:
+            return None
+        self.verification = ContinuousVerification(self.config, prepared.plan, MigrationMetrics(self.metrics.registry))
+        verification = self.verification
+
+        def run() -> None:
+            self.threads.claim("migration-verify", {threading.get_native_id()})  # not any lane's CPU
+            verification.run(self.stop_event)
+
+        t = threading.Thread(target=run, name="migration-verify", daemon=True)
         t.start()
         return t
 
@@ -101,6 +120,7 @@ class Service(Served):
                    for lane in self.lanes]
         poller = self.start_broker_figures(prepared)
         scoring = self.start_scoring()
+        verifying = self.start_verification(prepared)
         for t in threads:
             t.start()
         for t in threads:
@@ -111,6 +131,8 @@ class Service(Served):
             poller.join(60)
         if scoring is not None:
             scoring.join(10)  # a job under way finishes first; the thread is a daemon either way
+        if verifying is not None:
+            verifying.join(10)
         if errors:
             first = errors[0]
             if isinstance(first, TranscoderError):

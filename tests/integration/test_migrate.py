@@ -1,0 +1,381 @@
+"""`transcoder migrate` end to end on the real broker: groups move to the copy and back with exact offsets.
+
+Each scenario checks, record by record, that what a group read before the move plus what it reads after
+equals the source: no gap, no duplicate (a SIGKILLed copy may add duplicates, never a gap).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from tests.support import records
+from tests.support.cli import run_cli
+from tests.support.configs import raw_config
+from tests.support.records import Rec, rec
+from transcoder import config as cfg
+from transcoder.kafka.offset_map import OffsetMapRecorder
+from transcoder.service.runner import Service
+
+
+def content(r: Rec) -> tuple:
+    """What a copy keeps of a record: everything but its offset."""
+    return (r[0], r[2], r[3], r[4], r[5])
+
+
+def setup(tmp_path, kafka, source: str, **migration) -> tuple[str, cfg.Config, str]:
+    raw = raw_config(kafka, [{"source": source, "destinations": [{"codec": "zstd", "name": "shadow"}]}],
+                     migration={"lease_ms": 3000, **migration})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path), cfg.parse(raw, environ={}), f"{source}.zstd"
+
+
+def produce(kafka, topic: str, n: int, partitions: int, *, keyed: Callable[[int], bytes | None] | None = None,
+            tombstone_every: int = 0) -> None:
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    ts = int(time.time() * 1000) - 600_000
+    for i in range(n):
+        key = keyed(i) if keyed else f"k{i}".encode()
+        value = None if tombstone_every and i % tombstone_every == tombstone_every - 1 else f"v{i}-{'x' * (i % 40)}".encode()
+        headers = [("h", f"{i}".encode()), ("h", None)] if i % 3 == 0 else None
+        p.produce(topic, value, key, partition=i % partitions, timestamp=ts + i, headers=headers)
+    assert p.flush(30) == 0
+
+
+def read_all(kafka, topic: str) -> list[Rec]:
+    return records.read_all(kafka.bootstrap, topic)
+
+
+def consume_group(kafka, group: str, topic: str, *, stop_after: int | None = None, commit: bool = True) -> list[Rec]:
+    """Read as group `group` from its committed offsets (earliest where none): to the end, or `stop_after` records,
+    then commit what was read and leave."""
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                  "enable.partition.eof": True})
+    c.subscribe([topic])
+    out: list[Rec] = []
+    eof: set[int] = set()
+    parts = len(c.list_topics(topic, timeout=10).topics[topic].partitions)
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline and len(eof) < parts and (stop_after is None or len(out) < stop_after):
+            for m in c.consume(50 if stop_after is None else max(1, min(50, stop_after - len(out))), timeout=1.0):
+                if m.error():
+                    eof.add(m.partition())
+                    continue
+                eof.discard(m.partition())
+                out.append(rec(m))
+        if commit and out:
+            c.commit(asynchronous=False)
+    finally:
+        c.close()
+    return out
+
+
+def by_partition(recs: list[Rec]) -> dict[int, list[tuple]]:
+    out: dict[int, list[tuple]] = {}
+    for r in recs:
+        out.setdefault(r[0], []).append(content(r))
+    return out
+
+
+def assert_exact(source: list[Rec], before: list[Rec], after: list[Rec]) -> None:
+    """Per partition: what the group read before, then after the move, is the source: no gap, no duplicate."""
+    want = by_partition(source)
+    got_before, got_after = by_partition(before), by_partition(after)
+    for p in want:
+        assert got_before.get(p, []) + got_after.get(p, []) == want[p], f"partition {p}"
+
+
+def migrate(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = run_cli("migrate", *args)
+    if ok:
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc
+
+
+def copy(conf: cfg.Config) -> None:
+    Service(conf).run(until_caught_up=True)
+
+
+def cut_over(path: str, group: str, *extra: str) -> list[dict]:
+    migrate("start", "--config", path, "--group", group)
+    migrate("verify", "--config", path)
+    return json.loads(migrate("cutover", "--config", path, "--group", group, "--format", "json", *extra).stdout)
+
+
+def test_plain_topic_group_moves_at_the_exact_next_record_and_rolls_back_exactly(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=3)
+    produce(kafka, source, 3000, 3)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    before = consume_group(kafka, group, source, stop_after=1200)  # 40%
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    moved = cut_over(path, group)
+    assert moved[0]["outcome"] == "moved"
+    # on the destination, the group reads a part, then is rolled back to the source
+    middle = consume_group(kafka, group, dest, stop_after=900)
+    assert middle and len(middle) == 900
+    back = json.loads(migrate("rollback", "--config", path, "--group", group, "--format", "json").stdout)
+    assert back[0]["outcome"] == "moved"
+    after = consume_group(kafka, group, source)
+    src = read_all(kafka, source)
+    assert_exact(src, before, middle + after)
+    # and a second cutover of the same group, idempotent afterwards
+    again = consume_group(kafka, group, source)  # at the end: nothing left
+    assert again == []
+    migrate("verify", "--config", path)
+    first = json.loads(migrate("cutover", "--config", path, "--group", group, "--format", "json").stdout)
+    second = json.loads(migrate("cutover", "--config", path, "--group", group, "--format", "json").stdout)
+    assert first[0]["outcome"] == "moved" and second[0]["outcome"] == "already"
+    assert consume_group(kafka, group, dest) == []  # it stands at the end of the copy too
+    status = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
+    assert [(g["group"], g["stage"]) for g in status["groups"]] == [(group, "destination")]
+    assert status["moved"] == 1 and status["mismatch"] is None
+    fin = migrate("finish", "--config", path)
+    assert "never deletes a topic" in fin.stdout or "transcoder never deletes a topic" in fin.stdout
+
+
+def _wait_cleaned(admin: AdminClient, kafka, topic: str, produced: int, timeout: float = 90) -> list[Rec]:
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = read_all(kafka, topic)
+        if len(recs) < produced:
+            return recs
+        assert time.monotonic() < deadline, "the log cleaner did not compact the source in time"
+        time.sleep(2)
+
+
+def test_compacted_topic_with_tombstones_after_cleaning(kafka, topic_factory, admin, tmp_path):
+    source = topic_factory(partitions=2, config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "86400000"})
+    for burst in range(4):  # bursts in separate segments, so the cleaner has closed segments to clean
+        produce(kafka, source, 500, 2, keyed=lambda i: f"entity-{i % 60}".encode(), tombstone_every=7)
+        time.sleep(0.3)
+    src = _wait_cleaned(admin, kafka, source, 2000)
+    # stop cleaning now, so the source and its copy (created with the same configs) stay as they are
+    fut = admin.incremental_alter_configs([ConfigResource("topic", source, incremental_configs=[
+        _set("segment.ms", "604800000"), _set("min.cleanable.dirty.ratio", "0.99")])])
+    for f in fut.values():
+        f.result()
+    src = read_all(kafka, source)
+    # the group commits in a compaction gap (offsets that no longer exist) where there is one after its position
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    before = consume_group(kafka, group, source, stop_after=int(len(src) * 0.4))
+    for part in (0, 1):
+        recs = [r for r in src if r[0] == part]
+        read = [r for r in before if r[0] == part]
+        pos = read[-1][1] + 1 if read else 0
+        gap = next((a[1] + 1 for a, b in itertools.pairwise(recs) if b[1] > a[1] + 1 and a[1] + 1 >= pos), None)
+        if gap is not None:  # the next record that exists is the same: nothing read changes
+            before = [r for r in before if r[0] != part] + [r for r in recs if r[1] < gap]
+            _commit(kafka, group, source, {part: gap})
+            break
+    assert any(r[3] is None for r in src), "no tombstone in the source"
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    cut_over(path, group)
+    after = consume_group(kafka, group, dest)
+    assert_exact(src, before, after)
+    assert any(r[3] is None for r in after) or any(r[3] is None for r in before)
+
+
+def _set(name: str, value: str):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+
+
+def _commit(kafka, group: str, topic: str, offsets: dict[int, int]) -> None:
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+def test_source_with_aborted_transactions(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=2)
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+    p.init_transactions(30)
+    ts = int(time.time() * 1000)
+    for t in range(12):
+        p.begin_transaction()
+        for i in range(50):
+            n = t * 50 + i
+            p.produce(source, f"v{n}".encode(), f"k{n}".encode(), partition=n % 2, timestamp=ts + n)
+        if t % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    src = read_all(kafka, source)
+    assert len(src) == 400
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    before = consume_group(kafka, group, source, stop_after=160)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    cut_over(path, group)
+    after = consume_group(kafka, group, dest)
+    assert_exact(src, before, after)
+
+
+def test_sigkill_of_the_copy_then_restart_then_cutover_never_leaves_a_gap(kafka, topic_factory, admin, tmp_path):
+    source = topic_factory(partitions=2)
+    assert run_cli("seed", "--kind", "json-logs", "--count", "40000", "--topic", source, "-b", kafka.bootstrap,
+                   "--headers").returncode == 0
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    before = consume_group(kafka, group, source, stop_after=16000)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    kafka.throttle_producer("transcoder-shadow", 400_000)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "transcoder", "run", "--config", path],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while _count(admin, dest) < 6000:
+            assert time.monotonic() < deadline and proc.poll() is None, "the copy did not start"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        assert _count(admin, dest) < 40000, "the copy finished before it could be killed"
+    finally:
+        kafka.throttle_producer("transcoder-shadow", None)
+    copy(conf)
+    cut_over(path, group)
+    after = consume_group(kafka, group, dest)
+    src = by_partition(read_all(kafka, source))
+    got_before, got_after = by_partition(before), by_partition(after)
+    for p, want in src.items():
+        seen = got_before.get(p, []) + got_after.get(p, [])
+        assert set(seen) == set(want), f"partition {p}: a gap"
+        # duplicates only where the copy replayed, and the order of first sightings is the source's
+        assert list(dict.fromkeys(seen)) == want
+
+
+def _count(admin: AdminClient, topic: str) -> int:
+    from transcoder.kafka.admin import describe, end_offsets
+
+    shape = describe(admin, topic)
+    return 0 if shape is None else sum(h - lo for lo, h in end_offsets(admin, {topic: shape}).values())
+
+
+def test_a_corrupted_destination_record_is_found_and_cutover_refuses(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=1)
+    produce(kafka, source, 500, 1)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    consume_group(kafka, group, source, stop_after=400)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)  # records 0..499 copied, the lane committed 500
+    produce(kafka, source, 300, 1)  # records 500..799
+    # The test plays a faulty copier for record 500: a copy with its value changed, mapped as the lane maps.
+    src = read_all(kafka, source)
+    r = src[500]
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    landed: list[int] = []
+    p.produce(dest, r[3] + b"!", r[2], partition=0, timestamp=r[5], headers=list(r[4]) or None,
+              on_delivery=lambda err, m: landed.append(m.offset()))
+    assert p.flush(10) == 0
+    recorder = OffsetMapRecorder(conf, "test-faulty-copier")
+    recorder.add(source, dest, 0, 500, landed[0])
+    assert recorder.flush(10)
+    _commit(kafka, f"{conf.group_id}.shadow", source, {0: 501})
+    copy(conf)  # the rest, 501..799
+    consume_group(kafka, group, source, stop_after=300)  # the group reads past 500: up to 700
+    migrate("start", "--config", path, "--group", group)
+    proc = migrate("verify", "--config", path, ok=False)
+    assert proc.returncode == 1
+    assert f"partition 0: source offset 500 / destination offset {landed[0]}: value" in proc.stderr + proc.stdout
+    proc = migrate("cutover", "--config", path, "--group", group, ok=False)
+    assert proc.returncode != 0 and "cutover of group" in proc.stderr and "mismatch" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
+    try:  # nothing was committed on the destination
+        assert c.committed([TopicPartition(dest, 0)], timeout=10)[0].offset < 0
+    finally:
+        c.close()
+
+
+def test_a_second_controller_is_fenced_and_a_restarted_one_resumes(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=1)
+    produce(kafka, source, 200, 1)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    before = consume_group(kafka, group, source, stop_after=80)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    migrate("start", "--config", path, "--group", group)
+    migrate("verify", "--config", path)
+    follower = subprocess.Popen([sys.executable, "-m", "transcoder", "migrate", "verify", "--config", path,
+                                 "--follow", "--interval", "1"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the follower holds the migration
+            proc = migrate("cutover", "--config", path, "--group", group, ok=False)
+            if "held by controller" in proc.stderr:
+                break
+            assert proc.returncode != 0, "a second controller was not fenced: " + proc.stdout
+            assert time.monotonic() < deadline, proc.stderr
+            time.sleep(0.5)
+        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
+        os.killpg(follower.pid, signal.SIGKILL)  # a controller dies holding the migration
+        follower.wait(10)
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+    time.sleep(3.5)  # its lease (3 s) expires
+    # a new controller, from the state topic alone: the migration, the group, the verification are there
+    status = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
+    assert status["groups"][0]["stage"] == "source" and status["verified_through"]["0"] == 200
+    moved = json.loads(migrate("cutover", "--config", path, "--group", group, "--format", "json").stdout)
+    assert moved[0]["outcome"] == "moved"
+    assert_exact(read_all(kafka, source), before, consume_group(kafka, group, dest))
+
+
+def test_bad_input_is_one_line_and_changes_nothing(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=1)
+    produce(kafka, source, 100, 1)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    consume_group(kafka, group, source, stop_after=50)
+    migrate("start", "--config", path, "--group", group)
+    migrate("verify", "--config", path)
+
+    proc = migrate("cutover", "--config", path, "--group", "no-such-group", ok=False)
+    assert proc.returncode != 0 and "no-such-group" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = migrate("cutover", "--config", path, "--destination", "nope", "--group", group, ok=False)
+    assert proc.returncode == 2 and "'nope' is not in the config" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+    member = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "client.id": "live-app",
+                       "enable.auto.commit": False})
+    member.subscribe([source])
+    try:
+        deadline = time.monotonic() + 30
+        while not member.assignment():
+            member.poll(0.2)
+            assert time.monotonic() < deadline
+        proc = migrate("cutover", "--config", path, "--group", group, ok=False)
+        assert proc.returncode != 0 and "live-app" in proc.stderr and "--wait" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    finally:
+        member.close()
+    status = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
+    assert [(g["group"], g["stage"]) for g in status["groups"]] == [(group, "source")]
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
+    try:
+        assert c.committed([TopicPartition(dest, 0)], timeout=10)[0].offset < 0
+    finally:
+        c.close()

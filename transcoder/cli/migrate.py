@@ -1,0 +1,290 @@
+"""`transcoder migrate`: a staged migration of consumer groups from a source topic to its copy, and back.
+
+plan -> start -> verify -> cutover (group by group) -> finish; rollback at any time. Every step reads the
+service's YAML (one destination is the target), keeps its state in the migration's state topic, and
+prints a table (or --format json).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from transcoder.cli.main import main
+from transcoder.cli.migrate_watch import watch
+
+CONFIG = click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
+                      envvar="TRANSCODER_CONFIG", help="The service's YAML config (with a `migration:` section).")
+DESTINATION = click.option("--destination", "-d", default=None,
+                           help="The destination (its name, or its topic) to migrate to; may be omitted when the "
+                                "config has one.")
+FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+GROUPS = click.option("--group", "-g", "group_ids", multiple=True, help="A consumer group (repeatable).")
+ALL_GROUPS = click.option("--all-groups", is_flag=True, help="Every group of the migration (start: every group "
+                                                             "with committed offsets on the source).")
+WAIT = click.option("--wait", "wait", is_flag=True, help="Wait until the group has no active members.")
+WAIT_TIMEOUT = click.option("--wait-timeout", type=float, default=600.0, show_default=True,
+                            help="Seconds --wait waits at most.")
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _controller(config_path: Path, destination: str | None, command: str) -> Any:
+    from transcoder import config as cfg
+    from transcoder.migrate.controller import Controller
+
+    return Controller(cfg.load(config_path), destination, command=command)
+
+
+def _offsets(d: dict[int, int]) -> str:
+    return ", ".join(f"{p}:{o}" for p, o in sorted(d.items())) or "-"
+
+
+def _json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+@main.group()
+def migrate() -> None:
+    """Move consumer groups from a topic to its copy with exact offsets: plan, start, verify, cutover, rollback,
+    status, finish; and watch in-place rollouts."""
+
+
+@migrate.command()
+@CONFIG
+@DESTINATION
+@GROUPS
+@FORMAT
+def plan(config_path: Path, destination: str | None, group_ids: tuple[str, ...], fmt: str) -> None:
+    """What the migration would do: topics, groups, pre-flight, expected disk and network, the stages."""
+    from transcoder import config as cfg
+    from transcoder.migrate import plan as planning
+
+    p = planning.make_plan(cfg.load(config_path), destination, groups=list(group_ids) or None,
+                           config_path=str(config_path))
+    if fmt == "json":
+        _json(planning.as_dict(p))
+    else:
+        planning.render_table(p, _console())
+
+
+@migrate.command()
+@CONFIG
+@DESTINATION
+@GROUPS
+@ALL_GROUPS
+@FORMAT
+def start(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool, fmt: str) -> None:
+    """Record the migration and its groups (each at stage `source`); the lanes record the offset map."""
+    with _controller(config_path, destination, "start") as c:
+        migration, chosen, running = c.start(group_ids, all_groups=all_groups)
+    if fmt == "json":
+        _json({"migration": migration, "groups": chosen, "copy_running": running})
+        return
+    click.echo(f"migration {migration['source']} -> {migration['destination']} ({migration['codec']}): "
+               f"{migration['stage']}; groups: {', '.join(chosen)}")
+    if not running:
+        click.echo(f"the copy is not running (lane group {c.r.lane_group} has no members): start it with "
+                   f"`transcoder run --config {config_path}`; its lanes record the offset map")
+
+
+def _verify_table(results: dict[int, Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(title="verification", title_justify="left")
+    for col in ("partition", "from", "verified through", "copied end", "compared", "duplicates",
+                "cleaned (src/dst)", "unmapped", "result"):
+        t.add_column(col, justify="right" if col not in ("result",) else "left")
+    for p, r in sorted(results.items()):
+        t.add_row(str(p), str(r.start), str(r.verified_through), str(r.end), f"{r.compared:,}", f"{r.duplicates:,}",
+                  f"{r.cleaned_in_source:,}/{r.cleaned_in_destination:,}", f"{r.unmapped_in_destination:,}",
+                  "equal" if r.mismatch is None else r.mismatch.line)
+    return t
+
+
+def _verify_dict(results: dict[int, Any]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {str(p): {**asdict(r), "mismatch": r.mismatch.line if r.mismatch else None}
+            for p, r in sorted(results.items())}
+
+
+@migrate.command(name="verify")
+@CONFIG
+@DESTINATION
+@FORMAT
+@click.option("--follow", is_flag=True, help="Keep verifying what is copied, every --interval seconds.")
+@click.option("--interval", type=float, default=30.0, show_default=True)
+@click.option("--metrics-port", type=int, default=None,
+              help="With --follow: serve transcoder_migration_* metrics on this port.")
+def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: bool, interval: float,
+               metrics_port: int | None) -> None:
+    """Compare the copy with the source, record by record (key, value, headers, timestamp), range by range.
+
+    Exit 0: equal up to what is copied; 1: a mismatch (named: partition, offsets, field).
+    """
+    stop = threading.Event()
+    if follow:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    metrics = None
+    seen: set[tuple[int, int]] = set()  # mismatches reported: (partition, source offset)
+    with _controller(config_path, destination, "verify --follow" if follow else "verify") as c:
+        if follow and metrics_port is not None:
+            metrics = _serve_migration_metrics(metrics_port)
+        while True:
+            results = c.verify()
+            found = [r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None]
+            new = [m for m in found if (m.partition, m.source_offset) not in seen]
+            seen.update((m.partition, m.source_offset) for m in found)
+            if metrics is not None:
+                metrics.verified(c.r.destination, {p: r.verified_through for p, r in results.items()},
+                                 mismatches=len(new))
+            if fmt == "json":
+                _json({"destination": c.r.destination, "partitions": _verify_dict(results),
+                       "mismatch": found[0].line if found else None})
+            else:
+                _console().print(_verify_table(results))
+            for m in new:
+                click.echo(f"mismatch: {m.line}", err=True)
+            # --follow keeps going (the next pass starts again at a mismatch: it is reported once)
+            if not follow or stop.wait(interval):
+                break
+    if seen:
+        sys.exit(1)
+
+
+def _serve_migration_metrics(port: int) -> Any:
+    from transcoder.metrics.registry import MigrationMetrics
+
+    m = MigrationMetrics()
+    m.serve(port)
+    return m
+
+
+@migrate.command()
+@CONFIG
+@DESTINATION
+@GROUPS
+@ALL_GROUPS
+@click.option("--percent", type=click.FloatRange(0, 100, min_open=True), default=None,
+              help="Move this share of the migration's groups (those not moved yet, in the order registered).")
+@WAIT
+@WAIT_TIMEOUT
+@click.option("--force", is_flag=True, help="Override failed gates (lag, verification, errors); logged and recorded.")
+@FORMAT
+def cutover(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool,
+            percent: float | None, wait: bool, wait_timeout: float, force: bool, fmt: str) -> None:
+    """Move groups to the destination: commit each one's translated offsets there, once its gates pass."""
+    with _controller(config_path, destination, "cutover") as c:
+        moved = c.cutover(group_ids, all_groups=all_groups, percent=percent, wait_s=wait_timeout if wait else None,
+                          force=force)
+    _print_moves(moved, fmt, "source offsets", "destination offsets")
+
+
+@migrate.command()
+@CONFIG
+@DESTINATION
+@GROUPS
+@ALL_GROUPS
+@WAIT
+@WAIT_TIMEOUT
+@FORMAT
+def rollback(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool,
+             wait: bool, wait_timeout: float, fmt: str) -> None:
+    """Move groups back to the source, where they stand on the destination (translated back)."""
+    with _controller(config_path, destination, "rollback") as c:
+        moved = c.rollback(group_ids, all_groups=all_groups, wait_s=wait_timeout if wait else None)
+    _print_moves(moved, fmt, "source offsets", "destination offsets")
+
+
+def _print_moves(moved: list[Any], fmt: str, src: str, dst: str) -> None:
+    if fmt == "json":
+        _json([{"group": m.group, "outcome": m.outcome, "source_offsets": m.source_offsets,
+                "destination_offsets": m.destination_offsets, "forced": m.forced, "detail": m.detail}
+               for m in moved])
+        return
+    from rich.table import Table
+
+    t = Table(title_justify="left")
+    for col in ("group", "outcome", src, dst, "forced", "detail"):
+        t.add_column(col)
+    for m in moved:
+        t.add_row(m.group, m.outcome, _offsets(m.source_offsets), _offsets(m.destination_offsets),
+                  ", ".join(m.forced) or "-", m.detail)
+    _console().print(t)
+
+
+@migrate.command()
+@CONFIG
+@DESTINATION
+@FORMAT
+def status(config_path: Path, destination: str | None, fmt: str) -> None:
+    """Per group: stage, lag on both sides, verified; totals: groups moved, disk and network saved so far."""
+    from transcoder import config as cfg
+    from transcoder.migrate.controller import Controller
+
+    c = Controller(cfg.load(config_path), destination, command="status")  # reads only: holds no lease
+    try:
+        s = c.status()
+    finally:
+        c.store.close()
+    if fmt == "json":
+        _json(s)
+        return
+    from rich.table import Table
+
+    m = s["migration"]
+    console = _console()
+    console.print(f"migration {m['source']} -> {m['destination']} ({m['codec']}): {m['stage']}; "
+                  f"groups moved {s['moved']} of {s['total']}")
+    t = Table(title_justify="left")
+    for col in ("group", "stage", "source lag", "destination lag", "verified", "forced"):
+        t.add_column(col)
+    for r in s["groups"]:
+        t.add_row(r["group"], r["stage"], "-" if r["source_lag"] is None else f"{r['source_lag']:,}",
+                  "-" if r["destination_lag"] is None else f"{r['destination_lag']:,}",
+                  "yes" if r["verified"] else "no", ", ".join(r["forced"]) or "-")
+    console.print(t)
+    console.print("verified through: " + (", ".join(f"{p}:{v}/{s['source_end'].get(p, '?')}"
+                                                    for p, v in s["verified_through"].items()) or "not yet"))
+    if s.get("savings"):
+        console.print(s["savings"]["line"])
+    if s["mismatch"]:
+        console.print(f"[red]mismatch: {s['mismatch']}[/red]")
+
+
+@migrate.command()
+@CONFIG
+@DESTINATION
+@FORMAT
+def finish(config_path: Path, destination: str | None, fmt: str) -> None:
+    """Close the migration once no group reads the source; print what is left to do. Deletes nothing."""
+    with _controller(config_path, destination, "finish") as c:
+        migration = c.finish()
+        src, dst = c.r.source, c.r.destination
+    steps = [f"switch the producers of {src} to write {dst} directly (with the codec of the copy), or keep "
+             f"transcoder running as the bridge from {src} to {dst}",
+             f"once producers write {dst}: stop the copy (its lane), and shorten the retention of {src}, e.g. "
+             f"kafka-configs --alter --entity-type topics --entity-name {src} --add-config retention.ms=86400000",
+             f"delete {src} yourself when nothing needs it any more: transcoder never deletes a topic"]
+    if fmt == "json":
+        _json({"migration": migration, "next_steps": steps})
+        return
+    click.echo(f"migration {src} -> {dst} finished at {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(migration['finished_ms'] / 1000))} UTC. Left for you:")
+    for i, step in enumerate(steps, 1):
+        click.echo(f"  {i}. {step}")
+
+
+migrate.add_command(watch)

@@ -1,0 +1,444 @@
+"""The migration controller: each `transcoder migrate` step, as I/O around the pure gates and translation.
+
+All state lives in the migration's state topic (migrate.state), so any machine can run any step, a
+restarted controller resumes where the last one stopped, and every step is idempotent: a group already
+moved is reported as such, a cutover interrupted after its offsets were computed commits those same
+offsets. One controller at a time holds a migration (migrate.state.Lease); a second one refuses.
+
+State keys (values are JSON objects):
+  migration        source, destination, codec, stage (shadow|finished), started/finished times
+  group/<id>       stage (source|moving|destination|rolling-back), offsets both sides, gates forced, history
+  verify/<p>       verified_through of partition p, and when
+  mismatch         the first verification mismatch found, until a verification passes it
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from transcoder.config import Config
+from transcoder.errors import ConfigError, MigrationError
+from transcoder.kafka import offset_map
+from transcoder.kafka.clients import client_config, connect_admin
+from transcoder.kafka.protocol import BrokerInfo
+from transcoder.migrate import gates, groups, verify
+from transcoder.migrate.plan import human_bytes, topic_facts
+from transcoder.migrate.state import Lease, StateStore
+from transcoder.migrate.target import Resolved, resolve
+from transcoder.pipeline.offset_map import PartitionMap
+
+log = structlog.get_logger("transcoder.migrate")
+
+STAGES = ("source", "moving", "destination", "rolling-back")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _ints(d: Mapping[str, Any] | None) -> dict[int, int]:
+    return {int(k): int(v) for k, v in (d or {}).items()}
+
+
+def _strs(d: Mapping[int, int]) -> dict[str, int]:
+    return {str(k): v for k, v in sorted(d.items())}
+
+
+@dataclass
+class GroupStatus:
+    group: str
+    stage: str
+    source_lag: int | None
+    destination_lag: int | None
+    verified: bool
+    forced: list[str] = field(default_factory=list)
+    moved_ms: int | None = None
+
+
+@dataclass
+class Moved:
+    group: str
+    outcome: str  # moved | already | refused
+    source_offsets: dict[int, int]
+    destination_offsets: dict[int, int]
+    forced: list[str]
+    detail: str = ""
+
+
+class Controller:
+    def __init__(self, config: Config, destination: str | None, *, command: str, owner: str | None = None) -> None:
+        if config.migration is None:
+            raise ConfigError("the config has no `migration:` section: add one (an empty `migration: {}` will do), "
+                              "restart the copy so its lanes record the offset map, then run `transcoder migrate`")
+        self.config = config
+        self.mc = config.migration
+        self.r: Resolved = resolve(config, destination)
+        self.src_admin, _ = connect_admin(config.cluster.librdkafka())
+        self.dst_admin = self.src_admin if config.destination_cluster is None else connect_admin(
+            config.target_cluster.librdkafka())[0]
+        self.store = StateStore(config, self.r.destination)
+        self.command = command
+        self.lease = Lease(self.store, lease_ms=self.mc.lease_ms, owner=owner, command=command)
+
+    # ------------------------------------------------------------------ holding the migration
+    def __enter__(self) -> Controller:
+        self.store.ensure_topic()
+        self.lease.acquire()
+        self.lease.start_heartbeats()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.lease.release()
+        finally:
+            self.store.close()
+
+    def state(self) -> dict[str, dict[str, Any]]:
+        return self.store.read()
+
+    def _put(self, key: str, value: dict[str, Any]) -> None:
+        self.lease.check()  # a controller that lost its lease writes nothing
+        self.store.put(key, value)
+
+    def _started(self, st: Mapping[str, Any]) -> dict[str, Any]:
+        m = st.get("migration")
+        if m is None:
+            raise MigrationError(f"migration {self.r.destination} has not been started: run `transcoder migrate "
+                                 "start` first")
+        return m
+
+    # ------------------------------------------------------------------ facts
+    def watermarks(self, topic: str, *, destination: bool = False) -> dict[int, tuple[int, int]]:
+        conf = (self.config.target_cluster if destination else self.config.cluster).librdkafka()
+        c = Consumer(client_config(conf, **{"group.id": "transcoder-migrate-watermarks", "enable.auto.commit": False}))
+        try:
+            md = c.list_topics(topic, timeout=15).topics.get(topic)
+            if md is None or md.error is not None:
+                raise MigrationError(f"topic {topic} does not exist", topic=topic)
+            return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in sorted(md.partitions)}
+        finally:
+            c.close()
+
+    def first_records(self, topic: str, offsets: Mapping[int, int]) -> dict[int, int | None]:
+        """The offset of the first (committed) source record at or after each offset; None: none now."""
+        out: dict[int, int | None] = {}
+        ends = self.watermarks(topic)
+        c = Consumer(client_config(self.config.cluster.librdkafka(), **{
+            "group.id": "transcoder-migrate-reader", "enable.auto.commit": False,
+            "isolation.level": "read_committed", "enable.partition.eof": True}))
+        try:
+            for p, start in offsets.items():
+                low, high = ends.get(p, (0, 0))
+                start = max(start, low)
+                if start >= high:
+                    out[p] = None
+                    continue
+                c.assign([TopicPartition(topic, p, start)])
+                deadline = time.monotonic() + 30
+                found: int | None = -1
+                while found == -1:
+                    if time.monotonic() > deadline:
+                        raise MigrationError(f"reading {topic} [{p}] from offset {start} stalled", topic=topic,
+                                             partition=p, offset=start)
+                    m = c.poll(1.0)
+                    if m is None:
+                        continue
+                    if m.error() is not None:
+                        if m.error().code() == KafkaError._PARTITION_EOF:
+                            found = None
+                            continue
+                        raise MigrationError(f"reading {topic} [{p}]: {m.error().str()}", topic=topic, partition=p)
+                    found = m.offset()
+                out[p] = found
+        finally:
+            c.close()
+        return out
+
+    def lane_committed(self) -> dict[int, int] | None:
+        """The lane's committed source offsets; None when its group has none (the Spark engine checkpoints them)."""
+        try:
+            return dict(groups.describe_group(self.src_admin, self.r.lane_group, self.r.source).committed)
+        except MigrationError:
+            return None
+
+    def maps(self) -> tuple[dict[int, PartitionMap], offset_map.LaneHealth | None]:
+        return offset_map.read(self.config, self.r.destination)
+
+    # ------------------------------------------------------------------ start
+    def start(self, group_ids: Iterable[str], *, all_groups: bool) -> tuple[dict[str, Any], list[str], bool]:
+        """Record the migration and the groups it moves; return (migration, groups, whether the copy runs)."""
+        st = self.state()
+        chosen = self._groups(group_ids, all_groups=all_groups, st=st, registering=True)
+        migration = st.get("migration") or {
+            "source": self.r.source, "destination": self.r.destination, "target": self.r.target.name,
+            "codec": self.r.target.destination.label, "stage": "shadow", "started_ms": _now_ms()}
+        if migration.get("stage") == "finished":
+            raise MigrationError(f"migration {self.r.destination} is finished; start a new one with another "
+                                 "destination")
+        offset_map.ensure_topic(self.dst_admin, self.config)
+        if "migration" not in st:
+            self._put("migration", migration)
+        for g in chosen:
+            if f"group/{g}" in st:
+                continue
+            view = groups.describe_group(self.src_admin, g, self.r.source)
+            self._put(f"group/{g}", {"stage": "source", "source_offsets": _strs(view.committed),
+                                     "registered_ms": _now_ms(), "history": [["source", _now_ms()]]})
+        try:
+            lane = groups.describe_group(self.src_admin, self.r.lane_group, self.r.source)
+            running = bool(lane.members)
+        except MigrationError:
+            running = False
+        return migration, chosen, running
+
+    def _groups(self, group_ids: Iterable[str], *, all_groups: bool, st: Mapping[str, Any],
+                registering: bool = False) -> list[str]:
+        ids = list(dict.fromkeys(group_ids))
+        if all_groups:
+            if registering:
+                ids += [v.group_id for v in groups.groups_on(self.src_admin, self.r.source,
+                                                             exclude=self.r.lane_groups)]
+            ids += [k.split("/", 1)[1] for k in st if k.startswith("group/")]
+            ids = list(dict.fromkeys(ids))
+        if not ids:
+            raise ConfigError("name the groups: --group G (repeatable) or --all-groups")
+        if self.r.lane_group in ids:
+            raise ConfigError(f"group {self.r.lane_group} is transcoder's own lane: it is not migrated")
+        return ids
+
+    # ------------------------------------------------------------------ verify
+    def verify(self) -> dict[int, verify.PartitionResult]:
+        """Verify from where the last verification stopped to the end copied now; record the outcome."""
+        st = self.state()
+        self._started(st)
+        maps, _ = self.maps()
+        starts = {int(k.split("/", 1)[1]): int(v["verified_through"]) for k, v in st.items()
+                  if k.startswith("verify/")}
+        results = verify.verify(self.config, self.r.source, self.r.destination, maps, starts)
+        at = _now_ms()
+        first = next((r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None), None)
+        for p, res in sorted(results.items()):
+            if starts.get(p) != res.verified_through or first is None:
+                self._put(f"verify/{p}", {"verified_through": res.verified_through, "at_ms": at})
+        if first is not None:
+            self._put("mismatch", {"line": first.line, "partition": first.partition,
+                                   "source_offset": first.source_offset, "at_ms": at})
+            log.error("verification_mismatch", migration=self.r.destination, mismatch=first.line)
+        elif "mismatch" in st:
+            self.lease.check()
+            self.store.delete("mismatch")
+            log.info("verification_mismatch_cleared", migration=self.r.destination, was=st["mismatch"].get("line"))
+        return results
+
+    # ------------------------------------------------------------------ cutover
+    def cutover(self, group_ids: Iterable[str], *, all_groups: bool = False, percent: float | None = None,
+                wait_s: float | None = None, force: bool = False) -> list[Moved]:
+        st = self.state()
+        self._started(st)
+        chosen = self._groups(group_ids, all_groups=all_groups or percent is not None, st=st)
+        if percent is not None:
+            waiting = [g for g in chosen if st.get(f"group/{g}", {}).get("stage", "source") != "destination"]
+            chosen = waiting[:max(1, math.ceil(len(chosen) * percent / 100))] if waiting else []
+        maps, health = self.maps()
+        out = []
+        for g in chosen:
+            out.append(self._cutover_one(g, st, maps, health, wait_s=wait_s, force=force))
+            st = self.state()
+        return out
+
+    def _cutover_one(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
+                     health: offset_map.LaneHealth | None, *, wait_s: float | None, force: bool) -> Moved:
+        rec = dict(st.get(f"group/{g}") or {})
+        stage = rec.get("stage", "source")
+        if stage == "destination":
+            return Moved(g, "already", _ints(rec.get("source_offsets")), _ints(rec.get("destination_offsets")),
+                         list(rec.get("forced", [])), "already on the destination")
+        if stage == "moving":  # an interrupted cutover: commit the offsets it had computed
+            src, dst = _ints(rec["source_offsets"]), _ints(rec["destination_offsets"])
+            view = self._quiet(g, self.r.source, wait_s, force)
+            groups.commit_offsets(self.dst_admin, g, self.r.destination, dst)
+            return self._moved(g, rec, src, dst, list(rec.get("forced", [])), "resumed an interrupted cutover")
+        view = groups.describe_group(self.src_admin, g, self.r.source)
+        if view.members and wait_s is not None:
+            view = groups.wait_empty(self.src_admin, g, self.r.source, timeout_s=wait_s)
+        committed = dict(view.committed)
+        ends = self.watermarks(self.r.source)
+        mismatch = st.get("mismatch", {}).get("line")
+        facts = gates.GateFacts(
+            group=g, members=tuple(f"{m.client_id}@{m.host}" for m in view.members), committed=committed,
+            lane_committed=self.lane_committed(), source_ends={p: h for p, (_, h) in ends.items()},
+            verified_through={int(k.split("/", 1)[1]): int(v["verified_through"]) for k, v in st.items()
+                              if k.startswith("verify/")},
+            map_source_end={p: m.source_end for p, m in maps.items()}, mismatch=mismatch,
+            last_error_ms=health.last_error_ms if health else None, now_ms=_now_ms(),
+            max_lag_records=self.mc.max_lag_records, error_window_s=self.mc.error_window_s)
+        failed = gates.failed(facts)
+        if failed and not force:
+            raise MigrationError(f"cutover of group {g} refused: " + "; ".join(x.line for x in failed)
+                                 + " (--force overrides, and is recorded)")
+        if failed and any(x.name == "members" for x in failed):
+            raise MigrationError(f"cutover of group {g} refused: {failed[0].detail}: Kafka does not let offsets of a "
+                                 "group with active members be changed, --force or not")
+        forced = [x.name for x in failed]
+        if forced:
+            log.warning("cutover_gates_forced", group=g, gates=[x.line for x in failed])
+        starts = {p: c for p, c in committed.items() if maps.get(p) and (maps[p].source_start or 0) > c}
+        first = self.first_records(self.r.source, starts) if starts else {}
+        first.update({p: c for p, c in committed.items() if p not in starts})
+        dest_ends = {p: h for p, (_, h) in self.watermarks(self.r.destination, destination=True).items()}
+        dst = gates.forward(g, committed, maps, first, dest_ends)
+        history = list(rec.get("history", [])) + [["moving", _now_ms()]]
+        self._put(f"group/{g}", {**rec, "stage": "moving", "source_offsets": _strs(committed),
+                                 "destination_offsets": _strs(dst), "forced": forced, "history": history})
+        groups.commit_offsets(self.dst_admin, g, self.r.destination, dst)
+        return self._moved(g, {**rec, "history": history}, committed, dst, forced, "")
+
+    def _moved(self, g: str, rec: Mapping[str, Any], src: dict[int, int], dst: dict[int, int], forced: list[str],
+               detail: str) -> Moved:
+        at = _now_ms()
+        self._put(f"group/{g}", {**rec, "stage": "destination", "source_offsets": _strs(src),
+                                 "destination_offsets": _strs(dst), "forced": forced, "moved_ms": at,
+                                 "history": list(rec.get("history", [])) + [["destination", at]]})
+        log.info("group_cut_over", group=g, source=self.r.source, destination=self.r.destination,
+                 source_offsets=_strs(src), destination_offsets=_strs(dst), forced=forced)
+        return Moved(g, "moved", src, dst, forced, detail)
+
+    def _quiet(self, g: str, topic: str, wait_s: float | None, force: bool) -> groups.GroupView:
+        view = groups.describe_group(self.src_admin if topic == self.r.source else self.dst_admin, g, topic)
+        if view.members:
+            if wait_s is None:
+                raise MigrationError(f"group {g} has active members: "
+                                     f"{', '.join(f'{m.client_id}@{m.host}' for m in view.members)} "
+                                     "(stop them, or use --wait)")
+            view = groups.wait_empty(self.src_admin if topic == self.r.source else self.dst_admin, g, topic,
+                                     timeout_s=wait_s)
+        return view
+
+    # ------------------------------------------------------------------ rollback
+    def rollback(self, group_ids: Iterable[str], *, all_groups: bool = False, wait_s: float | None = None
+                 ) -> list[Moved]:
+        st = self.state()
+        self._started(st)
+        maps, _ = self.maps()
+        out = []
+        for g in self._groups(group_ids, all_groups=all_groups, st=st):
+            rec = dict(st.get(f"group/{g}") or {})
+            stage = rec.get("stage", "source")
+            if stage == "source":
+                out.append(Moved(g, "already", _ints(rec.get("source_offsets")), {}, [], "already on the source"))
+                continue
+            if stage == "rolling-back":
+                src = _ints(rec["rollback_offsets"])
+                self._quiet(g, self.r.source, wait_s, False)
+            else:
+                view = self._quiet(g, self.r.destination, wait_s, False)
+                src = gates.backward(g, dict(view.committed) or _ints(rec.get("destination_offsets")), maps,
+                                     _ints(rec.get("source_offsets")))
+                history = list(rec.get("history", [])) + [["rolling-back", _now_ms()]]
+                rec = {**rec, "stage": "rolling-back", "rollback_offsets": _strs(src),
+                       "destination_offsets_at_rollback": _strs(dict(view.committed)), "history": history}
+                self._put(f"group/{g}", rec)
+                self._quiet(g, self.r.source, wait_s, False)
+            groups.commit_offsets(self.src_admin, g, self.r.source, src)
+            at = _now_ms()
+            self._put(f"group/{g}", {**rec, "stage": "source", "source_offsets": _strs(src), "rolled_back_ms": at,
+                                     "history": list(rec.get("history", [])) + [["source", at]]})
+            log.info("group_rolled_back", group=g, source_offsets=_strs(src))
+            out.append(Moved(g, "moved", src, _ints(rec.get("destination_offsets_at_rollback")), [], "rolled back"))
+        return out
+
+    # ------------------------------------------------------------------ status and finish
+    def status(self) -> dict[str, Any]:
+        st = self.state()
+        migration = self._started(st)
+        src_ends = self.watermarks(self.r.source)
+        dst_ends = self.watermarks(self.r.destination, destination=True)
+        verified = {int(k.split("/", 1)[1]): int(v["verified_through"]) for k, v in st.items()
+                    if k.startswith("verify/")}
+        rows = []
+        for key in sorted(k for k in st if k.startswith("group/")):
+            g = key.split("/", 1)[1]
+            rec = st[key]
+            src_lag = dst_lag = None
+            try:
+                v = groups.describe_group(self.src_admin, g, self.r.source)
+                src_lag = sum(max(0, src_ends[p][1] - c) for p, c in v.committed.items() if p in src_ends)
+            except MigrationError:
+                pass
+            dst_view = None
+            try:
+                dst_view = groups.describe_group(self.dst_admin, g, self.r.destination)
+                dst_lag = sum(max(0, dst_ends[p][1] - c) for p, c in dst_view.committed.items() if p in dst_ends)
+            except MigrationError:
+                pass
+            committed = _ints(rec.get("source_offsets"))
+            read_since = None
+            if rec.get("stage") == "destination" and dst_view is not None:
+                at = _ints(rec.get("destination_offsets"))
+                read_since = sum(max(0, c - at.get(p, c)) for p, c in dst_view.committed.items())
+            rows.append({"group": g, "stage": rec.get("stage"), "source_lag": src_lag, "destination_lag": dst_lag,
+                         "verified": all(verified.get(p, -1) >= c for p, c in committed.items()),
+                         "forced": rec.get("forced", []), "moved_ms": rec.get("moved_ms"),
+                         "read_from_destination": read_since})
+        return {"migration": migration, "groups": rows, "savings": self._savings(rows),
+                "verified_through": {str(p): v for p, v in sorted(verified.items())},
+                "source_end": {str(p): h for p, (_, h) in src_ends.items()},
+                "mismatch": st.get("mismatch", {}).get("line"),
+                "moved": sum(1 for r in rows if r["stage"] == "destination"), "total": len(rows)}
+
+    def _savings(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Disk the copy saves against its source (bytes per record, measured on both topics as stored), and
+        the network the moved groups saved so far (records they read from the copy since their cutover)."""
+        info = BrokerInfo(self.config.cluster.librdkafka())
+        dinfo = info if self.config.destination_cluster is None else BrokerInfo(self.config.target_cluster.librdkafka())
+        try:
+            src = topic_facts(self.src_admin, info, self.r.source, with_config=False)
+            dst = topic_facts(self.dst_admin, dinfo, self.r.destination, with_config=False)
+        finally:
+            info.close()
+            if dinfo is not info:
+                dinfo.close()
+        sb, db = src.bytes_per_record, dst.bytes_per_record
+        read = sum(r["read_from_destination"] or 0 for r in rows)
+        if sb is None or db is None or not dst.records:
+            return {"measured": False, "records_read_from_destination": read,
+                    "line": "savings: not measured yet (no records on disk on one side)"}
+        per_record = sb - db
+        disk = per_record * dst.records * (dst.replication_factor or 1)
+        network = per_record * read
+        return {"measured": True, "source_bytes_per_record": sb, "destination_bytes_per_record": db,
+                "disk_saved_bytes": disk, "records_read_from_destination": read, "network_saved_bytes": network,
+                "line": f"savings: {sb:.1f} -> {db:.1f} B per record ({sb / db:.2f}x); disk {human_bytes(disk)} for the "
+                        f"{dst.records:,} records copied; network {human_bytes(network)} so far for the "
+                        f"{read:,} records moved groups read from the copy"}
+
+    def finish(self) -> dict[str, Any]:
+        st = self.state()
+        migration = self._started(st)
+        left = [k.split("/", 1)[1] for k, v in st.items() if k.startswith("group/") and v.get("stage") != "destination"]
+        if left:
+            raise MigrationError(f"migration {self.r.destination} cannot finish: group(s) {', '.join(sorted(left))} "
+                                 "still read the source (cut them over, or roll them back and leave them out)")
+        readers = [v for v in groups.groups_on(self.src_admin, self.r.source, exclude=self.r.lane_groups)
+                   if v.members and f"group/{v.group_id}" not in st]
+        if readers:
+            names = ", ".join(f"{v.group_id} ({', '.join(m.client_id for m in v.members)})" for v in readers)
+            raise MigrationError(f"migration {self.r.destination} cannot finish: group(s) {names} still read "
+                                 f"{self.r.source} with active members and are not part of the migration "
+                                 "(add them: migrate start --group G, then cut them over)")
+        if migration.get("stage") != "finished":
+            migration = {**migration, "stage": "finished", "finished_ms": _now_ms()}
+            self._put("migration", migration)
+        return migration
+
+
+def admin_for(config: Config) -> AdminClient:
+    return connect_admin(config.cluster.librdkafka())[0]
