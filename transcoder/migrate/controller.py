@@ -222,7 +222,10 @@ class Controller:
         maps, _ = self.maps()
         starts = {int(k.split("/", 1)[1]): int(v["verified_through"]) for k, v in st.items()
                   if k.startswith("verify/")}
-        results = verify.verify(self.config, self.r.source, self.r.destination, maps, starts)
+        # Up to what the lane committed (where it commits to a group): past it, a record refused and re-sent alone
+        # may still land after later copies, and would look missing for a moment.
+        lane = self.lane_committed()
+        results = verify.verify(self.config, self.r.source, self.r.destination, maps, starts, ends=lane)
         at = _now_ms()
         first = next((r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None), None)
         for p, res in sorted(results.items()):

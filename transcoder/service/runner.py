@@ -72,7 +72,9 @@ class Service(Served):
         m = self.config.migration
         if m is None or not m.verify_interval_s:
             return None
-        self.verification = ContinuousVerification(self.config, prepared.plan, MigrationMetrics(self.metrics.registry))
+        self.verification = ContinuousVerification(
+            self.config, prepared.plan, MigrationMetrics(self.metrics.registry),
+            committed=lambda: {tp: o for ln in self.lanes for tp, o in dict(ln.status.committed).items()})
         verification = self.verification
 
         def run() -> None:

@@ -9,6 +9,7 @@ It only measures: the controller's own record of verification (the state topic) 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import structlog
 
@@ -23,12 +24,16 @@ log = structlog.get_logger("transcoder.verify")
 
 
 class ContinuousVerification:
-    def __init__(self, config: Config, plan: Plan, metrics: MigrationMetrics) -> None:
+    def __init__(self, config: Config, plan: Plan, metrics: MigrationMetrics,
+                 committed: Callable[[], dict[tuple[str, int], int]] = dict) -> None:
         assert config.migration is not None
         self.config = config
         self.interval = config.migration.verify_interval_s
         self.pairs = [(s, t.topic_for(s)) for t in plan.targets for s in t.sources]
         self.metrics = metrics
+        #: the lanes' committed source offsets: verification stops there (a record refused and re-sent alone
+        #: may land after later copies until then)
+        self.committed = committed
         #: destination -> partition -> verified through (the next pass starts there)
         self.through: dict[str, dict[int, int]] = {}
         self._seen: set[tuple[str, int, int]] = set()  # (destination, partition, source offset) mismatches logged
@@ -48,7 +53,8 @@ class ContinuousVerification:
     def _pass(self, verifier: Verifier, source: str, dest: str) -> None:
         try:
             maps, _ = offset_map.read(self.config, dest)
-            results = verifier.verify(maps, self.through.get(dest))
+            ends = {p: o for (t, p), o in self.committed().items() if t == source}
+            results = verifier.verify(maps, self.through.get(dest), ends=ends)
         except TranscoderError as exc:  # the copy goes on; the next pass tries again
             log.warning("verification_failed", source=source, destination=dest, error=str(exc), **exc.fields())
             return

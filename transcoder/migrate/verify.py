@@ -1,0 +1,391 @@
+"""Content verification between a source topic and its copy (`transcoder migrate verify`): the reading.
+
+Per partition, from a start source offset up to the *verifiable end* (the source's end now, and what the
+offset map covers), ranges of `migration.verify_range_records` source offsets are read on both sides and
+compared (migrate.compare): the source records of the range, and the destination records at the offsets of
+their mapped copies. Both sides are read read_committed by one consumer each (assign, seek), a range at a
+time: records are held as digests, never a whole partition. A read that makes no progress for `timeout`
+seconds raises KafkaUnavailableError naming topic, partition and offset.
+
+`verified_through` is the source offset up to which (exclusive) everything compared equal: the end of the
+last range that matched, or the first mismatch, where the partition stops. A later call resumes from it
+(`verify --follow`): keep one `Verifier` for that, so its consumers stay where they were.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+import structlog
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from transcoder.config import Config
+from transcoder.errors import KafkaUnavailableError, TopicError
+from transcoder.kafka.admin import describe, describe_configs
+from transcoder.kafka.clients import client_config, connect_admin
+from transcoder.migrate.compare import (
+    Absence,
+    CopyIndex,
+    Mismatch,
+    Summary,
+    compare_range,
+    merged,
+    unmapped_gaps,
+)
+from transcoder.pipeline.offset_map import PartitionMap
+
+log = structlog.get_logger("transcoder.migrate.verify")
+
+DEFAULT_RANGE_RECORDS = 10_000
+#: Seconds a read may go without a record or an end-of-partition before it is a stall.
+DEFAULT_TIMEOUT_S = 30.0
+#: Records per consume call: what is read past a range's end waits in memory for the next range.
+_BATCH = 500
+#: A read that starts this few records past where the consumer is reads on instead of seeking.
+_SKIP_MAX = 2_000
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """One partition's verification: [start, verified_through) compared equal, up to `end` at most."""
+
+    partition: int
+    start: int
+    verified_through: int
+    #: the verifiable end of this call: min(source end now, what the offset map covers, the end asked for)
+    end: int
+    ranges: int
+    compared: int
+    duplicates: int
+    cleaned_in_source: int
+    cleaned_in_destination: int
+    #: destination records between mapped copies that no run maps: counted, not compared
+    unmapped_in_destination: int
+    mismatch: Mismatch | None
+    #: why nothing was compared, where that is so (no offset map: not copied)
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatch is None
+
+    @property
+    def complete(self) -> bool:
+        """Verified up to the verifiable end."""
+        return self.mismatch is None and self.verified_through >= self.end
+
+    @property
+    def line(self) -> str:
+        """One line for operators (no contents: offsets, counts, sizes and hashes)."""
+        if self.mismatch is not None:
+            return (f"{self.mismatch.line} (verified through {self.verified_through}, {self.compared} records "
+                    "equal before it)")
+        if self.note is not None:
+            return f"partition {self.partition}: {self.note}"
+        parts = [f"partition {self.partition}: verified through {self.verified_through} of {self.end}",
+                 f"{self.compared} records equal"]
+        for n, what in ((self.duplicates, "duplicate copies equal"),
+                        (self.cleaned_in_source, "cleaned in the source"),
+                        (self.cleaned_in_destination, "cleaned in the destination"),
+                        (self.unmapped_in_destination, "destination records not in the offset map, not compared")):
+            if n:
+                parts.append(f"{n} {what}")
+        return ", ".join(parts)
+
+
+class _Reader:
+    """Reads offset ranges of one topic's partitions with one consumer, read_committed; a range that starts
+    where the last one ended continues without a seek."""
+
+    def __init__(self, consumer: Any, topic: str, side: str, timeout: float) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.side = side
+        self.timeout = timeout
+        self._partition: int | None = None
+        #: the stream (held messages, then the consumer) delivers every record at or after this offset, and
+        #: no other; None: unknown (assign again)
+        self._at: int | None = None
+        self._held: deque[Message] = deque()
+
+    def watermarks(self, partition: int) -> tuple[int, int]:
+        try:
+            return self.consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                       timeout=min(self.timeout, 15.0))
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"cannot read the offsets of {self.side} topic {self.topic} [{partition}]: "
+                                        f"{exc.args[0].str() if exc.args else exc}", topic=self.topic,
+                                        partition=partition) from exc
+
+    def _assign(self, partition: int, offset: int) -> None:
+        self._held.clear()
+        self.consumer.assign([TopicPartition(self.topic, partition, offset)])
+        self._partition = partition
+        self._at = None
+
+    def read(self, partition: int, lo: int, hi: int) -> Iterator[Message]:
+        """The records of offsets [lo, hi) that exist, in order."""
+        if lo >= hi:
+            return
+        at = self._at
+        if self._partition != partition or at is None or lo < at or lo - at > _SKIP_MAX:
+            self._assign(partition, lo)
+        self._at = None  # until this read completes
+        pos = lo  # every record below pos was delivered (or does not exist)
+        progress = time.monotonic()
+        rearmed = False
+        while True:
+            if self._held:
+                batch = list(self._held)
+                self._held.clear()
+            else:
+                # consume() waits for a full batch or its timeout: wait for one record, then take what is there
+                first = self.consumer.poll(0.5)
+                batch = [] if first is None else [first, *self.consumer.consume(_BATCH, timeout=0)]
+            if not batch:
+                idle = time.monotonic() - progress
+                if idle > self.timeout:
+                    raise KafkaUnavailableError(
+                        f"reading {self.side} topic {self.topic} [{partition}] stalled at offset {pos} (reading up "
+                        f"to {hi}): nothing for {self.timeout:g} s", topic=self.topic, partition=partition,
+                        offset=pos)
+                if idle > min(5.0, self.timeout / 3) and not rearmed:
+                    self._assign(partition, pos)  # a fresh fetch, whose end of partition is reported anew
+                    rearmed = True
+                continue
+            for i, m in enumerate(batch):
+                err = m.error()
+                if err is not None:
+                    code = err.code()
+                    if code == KafkaError._PARTITION_EOF:
+                        if m.partition() != partition:
+                            continue
+                        # The end: the offsets below it that were not delivered do not exist. An end below hi
+                        # may be old (seen before this read, held): it stands only if it is the end now.
+                        e = m.offset()
+                        if e < hi and self.watermarks(partition)[1] > e:
+                            continue
+                        self._held.extend(batch[i + 1:])
+                        self._at = max(pos, e)
+                        return
+                    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        low, high = self.watermarks(partition)
+                        if pos >= high:  # nothing there (yet)
+                            return
+                        # Deleted below the low watermark (retention, delete-records): read on from it.
+                        pos = max(pos, low)
+                        self._assign(partition, pos)
+                        progress = time.monotonic()
+                        break
+                    raise KafkaUnavailableError(
+                        f"reading {self.side} topic {self.topic} [{partition}] at offset {pos}: {err.str()}",
+                        topic=self.topic, partition=partition, offset=pos, kafka_error=err.name(),
+                        retriable=err.retriable())
+                if m.partition() != partition:
+                    continue
+                o = m.offset()
+                if o < pos:
+                    continue
+                if o >= hi:
+                    self._held.extend(batch[i:])
+                    self._at = hi
+                    return
+                pos = o + 1
+                progress = time.monotonic()
+                yield m
+                if pos >= hi:
+                    self._held.extend(batch[i + 1:])
+                    self._at = hi
+                    return
+
+
+def summarize(m: Message) -> Summary:
+    ts_type, ts = m.timestamp()
+    return Summary.of(m.key(), m.value(), m.headers(), None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+
+
+class _LowWatermark:
+    """A partition's low watermark, asked only where a record is absent, at most once per range (after the
+    range's read, so that it is not older than what was read)."""
+
+    def __init__(self, reader: _Reader, partition: int) -> None:
+        self.reader = reader
+        self.partition = partition
+        self._value: int | None = None
+
+    def reset(self) -> None:
+        self._value = None
+
+    def __call__(self) -> int:
+        if self._value is None:
+            self._value = self.reader.watermarks(self.partition)[0]
+        return self._value
+
+
+def _compacted(admin: Any, topic: str) -> bool:
+    policy = describe_configs(admin, [topic])[topic].effective.get("cleanup.policy", "delete")
+    return "compact" in policy
+
+
+class Verifier:
+    """Verifies one source topic against one destination topic, partition by partition; reuse it across
+    calls (`--follow`). Close it (or use it as a context manager)."""
+
+    def __init__(self, config: Config, source_topic: str, dest_topic: str, *, range_records: int | None = None,
+                 compacted_source: bool | None = None, compacted_dest: bool | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.config = config
+        self.source_topic = source_topic
+        self.dest_topic = dest_topic
+        if range_records is None:
+            range_records = config.migration.verify_range_records if config.migration else DEFAULT_RANGE_RECORDS
+        if range_records < 1:
+            raise ValueError("range_records must be at least 1")
+        self.range_records = range_records
+        self.timeout = timeout
+        self._compacted = {"source": compacted_source, "destination": compacted_dest}
+        self._partitions: list[int] | None = None
+        self._consumers: list[Any] = []
+        self.source = _Reader(self._consumer(config.cluster.librdkafka()), source_topic, "source", timeout)
+        self.dest = _Reader(self._consumer(config.target_cluster.librdkafka()), dest_topic, "destination", timeout)
+
+    def _consumer(self, base: Mapping[str, Any]) -> Any:
+        c = Consumer(client_config(base, **{
+            "group.id": f"transcoder-verify-{uuid.uuid4().hex[:8]}",  # never joins: assign only, no commits
+            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "error",
+            "queued.max.messages.kbytes": 16_384,  # what is fetched ahead, per partition
+            # A broker answers one request per connection at a time: a fetch waiting at a partition's end would
+            # hold up the next seek and offset query by up to this long.
+            "fetch.wait.max.ms": 50,
+        }))
+        self._consumers.append(c)
+        return c
+
+    def _describe(self, side: str) -> None:
+        """The topic of `side` exists; its partitions (source); whether it is compacted (where not given)."""
+        topic, cluster = ((self.source_topic, self.config.cluster) if side == "source"
+                          else (self.dest_topic, self.config.target_cluster))
+        admin, _ = connect_admin(cluster.librdkafka(), timeout=min(self.timeout, 15.0))
+        shape = describe(admin, topic)
+        if shape is None:
+            raise TopicError(f"{side} topic {topic} does not exist", topic=topic)
+        if side == "source":
+            self._partitions = list(range(shape.partitions))
+        if self._compacted[side] is None:
+            self._compacted[side] = _compacted(admin, topic)
+
+    def partitions(self) -> list[int]:
+        """The source topic's partitions."""
+        if self._partitions is None:
+            self._describe("source")
+        assert self._partitions is not None
+        return self._partitions
+
+    def _is_compacted(self, side: str) -> bool:
+        if self._compacted[side] is None:
+            self._describe(side)
+        return bool(self._compacted[side])
+
+    def verify_partition(self, partition: int, pmap: PartitionMap | None, start: int | None = None, *,
+                         end: int | None = None) -> PartitionResult:
+        """Compare `partition` from `start` (default: where the map starts; never below the source's low
+        watermark) up to the verifiable end, range by range; stop at the first mismatch."""
+        low, high = self.source.watermarks(partition)
+        if pmap is None or not pmap:
+            s = max(start if start is not None else low, low)
+            return PartitionResult(partition, s, s, high, 0, 0, 0, 0, 0, 0, None,
+                                   note="not copied: the offset map has nothing for this partition")
+        assert pmap.source_start is not None and pmap.source_end is not None
+        begin = max(start if start is not None else pmap.source_start, low)
+        stop = min(high, pmap.source_end)
+        if end is not None:
+            stop = min(stop, end)
+        index = CopyIndex(pmap.runs)
+        gaps = unmapped_gaps(pmap.runs)
+        gap_at = [g[2] for g in gaps]
+        src_low, dst_low = _LowWatermark(self.source, partition), _LowWatermark(self.dest, partition)
+        src_absence = Absence(self._is_compacted("source"), src_low)
+        dst_absence = Absence(self._is_compacted("destination"), dst_low)
+        totals = {"ranges": 0, "compared": 0, "duplicates": 0, "cleaned_in_source": 0, "cleaned_in_destination": 0,
+                  "unmapped_in_destination": 0}
+        through = begin
+        mismatch = None
+        lo = begin
+        while lo < stop:
+            hi = min(lo + self.range_records, stop)
+            source = {m.offset(): summarize(m) for m in self.source.read(partition, lo, hi)}
+            copies = index.copies(lo, hi)
+            dest: dict[int, Summary] = {}
+            for a, b in merged((r.dest, r.dest_end) for r in copies):
+                for m in self.dest.read(partition, a, b):
+                    dest[m.offset()] = summarize(m)
+            for g in gaps[bisect.bisect_left(gap_at, lo):bisect.bisect_left(gap_at, hi)]:
+                totals["unmapped_in_destination"] += sum(1 for _ in self.dest.read(partition, g[0], g[1]))
+            src_low.reset()
+            dst_low.reset()
+            r = compare_range(partition, lo, hi, source, copies, dest, source_absence=src_absence,
+                              dest_absence=dst_absence)
+            totals["ranges"] += 1
+            for k in ("compared", "duplicates", "cleaned_in_source", "cleaned_in_destination"):
+                totals[k] += getattr(r, k)
+            through = r.verified_through
+            log.debug("verify_range", topic=self.source_topic, destination=self.dest_topic, partition=partition,
+                      lo=lo, hi=hi, compared=r.compared, equal=r.mismatch is None,
+                      digest=r.source_digest.hex()[:16])
+            if r.mismatch is not None:
+                mismatch = r.mismatch
+                break
+            lo = hi
+        return PartitionResult(partition, begin, max(through, begin), max(stop, begin), mismatch=mismatch, **totals)
+
+    def verify(self, maps: Mapping[int, PartitionMap], starts: Mapping[int, int] | None = None, *,
+               ends: Mapping[int, int] | None = None) -> dict[int, PartitionResult]:
+        """Every partition of the source topic (see verify_partition); `starts`: the previous verified_through
+        per partition (default: where its map starts); `ends`: an upper bound per partition, where wanted."""
+        starts = starts or {}
+        ends = ends or {}
+        return {p: self.verify_partition(p, maps.get(p), starts.get(p), end=ends.get(p))
+                for p in self.partitions()}
+
+    def close(self) -> None:
+        for c in self._consumers:
+            c.close()
+        self._consumers = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def verify_partition(config: Config, source_topic: str, dest_topic: str, partition: int, pmap: PartitionMap | None,
+                     start: int | None = None, *, end: int | None = None, range_records: int | None = None,
+                     compacted_source: bool | None = None, compacted_dest: bool | None = None,
+                     timeout: float = DEFAULT_TIMEOUT_S) -> PartitionResult:
+    """One partition (Verifier.verify_partition), with consumers of its own."""
+    with Verifier(config, source_topic, dest_topic, range_records=range_records, compacted_source=compacted_source,
+                  compacted_dest=compacted_dest, timeout=timeout) as v:
+        return v.verify_partition(partition, pmap, start, end=end)
+
+
+def verify(config: Config, source_topic: str, dest_topic: str, maps: Mapping[int, PartitionMap],
+           starts: Mapping[int, int] | None = None, *, ends: Mapping[int, int] | None = None,
+           range_records: int | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[int, PartitionResult]:
+    """Every partition of the source topic (Verifier.verify), with consumers of its own."""
+    with Verifier(config, source_topic, dest_topic, range_records=range_records, timeout=timeout) as v:
+        return v.verify(maps, starts, ends=ends)
