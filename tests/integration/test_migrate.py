@@ -212,18 +212,8 @@ def _commit(kafka, group: str, topic: str, offsets: dict[int, int]) -> None:
 
 def test_source_with_aborted_transactions(kafka, topic_factory, tmp_path):
     source = topic_factory(partitions=2)
-    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
-    p.init_transactions(30)
-    ts = int(time.time() * 1000)
-    for t in range(12):
-        p.begin_transaction()
-        for i in range(50):
-            n = t * 50 + i
-            p.produce(source, f"v{n}".encode(), f"k{n}".encode(), partition=n % 2, timestamp=ts + n)
-        if t % 3 == 1:
-            p.abort_transaction(30)
-        else:
-            p.commit_transaction(30)
+    records.produce_transactions(kafka.bootstrap, source, transactions=12, per=50, partitions=2,
+                                 aborted=lambda t: t % 3 == 1)
     src = read_all(kafka, source)
     assert len(src) == 400
     group = f"app-{uuid.uuid4().hex[:6]}"

@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import time
-import uuid
-
-from confluent_kafka import Producer
 
 from tests.support.configs import make_config
-from tests.support.records import read_all
+from tests.support.records import produce_transactions, read_all
 from transcoder.kafka import offset_map
 
 
 def test_every_destination_record_maps_to_its_source_record(engine, kafka, topic_factory):
     source = topic_factory(partitions=3)
     # committed and aborted transactions: the source's offsets have gaps (markers, aborted records)
-    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
-    p.init_transactions(30)
-    ts = int(time.time() * 1000)
-    for t in range(8):
-        p.begin_transaction()
-        for i in range(100):
-            n = t * 100 + i
-            p.produce(source, f"v{n}".encode(), f"k{n}".encode(), partition=n % 3, timestamp=ts + n,
-                      headers=[("n", str(n).encode())])
-        (p.abort_transaction if t % 4 == 2 else p.commit_transaction)(30)
+    produce_transactions(kafka.bootstrap, source, transactions=8, per=100, partitions=3, aborted=lambda t: t % 4 == 2,
+                         headers=True)
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], migration={})
     engine(conf).run(until_caught_up=True)
     dest = f"{source}.lz4"

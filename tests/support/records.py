@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 #: partition, offset, key, value, headers, timestamp (ms)
 Rec = tuple[int, int, bytes | None, bytes | None, tuple, int]
@@ -41,3 +42,23 @@ def read_all(bootstrap: str, topic: str, *, timeout: float = 60.0) -> list[Rec]:
     finally:
         c.close()
     return out
+
+
+def produce_transactions(bootstrap: str, topic: str, *, transactions: int, per: int, partitions: int,
+                         aborted: Callable[[int], bool], headers: bool = False) -> None:
+    """`transactions` transactions of `per` records each (record n: key k<n>, value v<n>, partition n % partitions,
+    recent timestamps), transaction t aborted where `aborted(t)`: a source whose offsets have gaps (commit
+    markers, aborted records) that read_committed readers never see."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+    p.init_transactions(30)
+    ts = int(time.time() * 1000)
+    for t in range(transactions):
+        p.begin_transaction()
+        for i in range(per):
+            n = t * per + i
+            p.produce(topic, f"v{n}".encode(), f"k{n}".encode(), partition=n % partitions, timestamp=ts + n,
+                      headers=[("n", str(n).encode())] if headers else None)
+        if aborted(t):
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)

@@ -85,14 +85,12 @@ class BrokerInfo:
             out[t] = out.get(t, 0) + size
         return {t: out.get(t, 0) for t in topics}
 
-    def stored_codecs(self, topic: str, partition: int, offset: int, *, leader: int,
-                      max_bytes: int = 1 << 20) -> list[tuple[int, int]]:
-        """(base offset, codec id) of the batches the broker stores from `offset` on (one Fetch).
-
-        The codec id is the low bits of the batch attributes, as stored, whatever the producer sent.
-        """
+    def fetch_partition(self, topic: str, partition: int, offset: int, *, leader: int, max_bytes: int) -> Any:
+        """One raw Fetch (read_committed, no wait) of one partition from `offset`, to its leader: kafka-python's
+        partition response (records as stored, aborted transactions). KafkaUnavailableError for a broker
+        error or no answer, naming topic, partition and offset."""
+        import kafka.errors
         from kafka.protocol.consumer import FetchRequest
-        from kafka.record import MemoryRecords
 
         topic_cls = FetchRequest.FetchTopic
         request = FetchRequest(
@@ -107,13 +105,28 @@ class BrokerInfo:
         async def fetch() -> Any:
             return await manager.send(request, node_id=leader)
 
-        part = manager.run(fetch).responses[0].partitions[0]
+        try:
+            part = manager.run(fetch).responses[0].partitions[0]
+        except kafka.errors.KafkaError as exc:
+            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {type(exc).__name__}: "
+                                        f"{exc}", topic=topic, partition=partition, offset=offset,
+                                        retriable=True) from exc
         if part.error_code:
-            import kafka.errors
+            err = kafka.errors.for_code(part.error_code)
+            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {err.__name__}",
+                                        topic=topic, partition=partition, offset=offset, kafka_error=err.__name__,
+                                        retriable=bool(err.retriable))
+        return part
 
-            name = kafka.errors.for_code(part.error_code).__name__
-            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {name}", topic=topic,
-                                        partition=partition)
+    def stored_codecs(self, topic: str, partition: int, offset: int, *, leader: int,
+                      max_bytes: int = 1 << 20) -> list[tuple[int, int]]:
+        """(base offset, codec id) of the batches the broker stores from `offset` on (one Fetch).
+
+        The codec id is the low bits of the batch attributes, as stored, whatever the producer sent.
+        """
+        from kafka.record import MemoryRecords
+
+        part = self.fetch_partition(topic, partition, offset, leader=leader, max_bytes=max_bytes)
         records = MemoryRecords(part.records or b"")
         out = []
         while (batch := records.next_batch()) is not None:

@@ -369,36 +369,12 @@ def fetch_batches(info: BrokerInfo, topic: str, partition: int, offset: int, *, 
     """The stored batches from the one holding `offset` on, up to about `max_bytes` (at least one), in one raw
     Fetch to the leader (read_committed: up to the last stable offset); nothing decompressed.
 
-    The request is BrokerInfo.stored_codecs', which gives codec ids only; this one keeps every batch's
+    The request is BrokerInfo.fetch_partition, as stored_codecs' (codec ids only); this one keeps every batch's
     offsets, record count and stored size, and marks transaction markers and aborted batches.
     """
-    import kafka.errors
-    from kafka.protocol.consumer import FetchRequest
     from kafka.record import MemoryRecords
 
-    topic_cls = FetchRequest.FetchTopic
-    request = FetchRequest(
-        max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=1, session_id=0, session_epoch=-1,
-        topics=[topic_cls(topic=topic, partitions=[topic_cls.FetchPartition(
-            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])],
-        forgotten_topics_data=[], rack_id="",
-        min_version=4, max_version=12,  # 13+ names topics by id
-    )
-    manager = info._client()._manager  # kafka-python has no public raw Fetch (BrokerInfo.stored_codecs does so too)
-
-    async def send() -> Any:
-        return await manager.send(request, node_id=leader)
-
-    try:
-        part = manager.run(send).responses[0].partitions[0]
-    except kafka.errors.KafkaError as exc:
-        raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {type(exc).__name__}: {exc}",
-                                    topic=topic, partition=partition, offset=offset, retriable=True) from exc
-    if part.error_code:
-        err = kafka.errors.for_code(part.error_code)
-        raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {err.__name__}",
-                                    topic=topic, partition=partition, offset=offset, kafka_error=err.__name__,
-                                    retriable=bool(err.retriable))
+    part = info.fetch_partition(topic, partition, offset, leader=leader, max_bytes=max_bytes)
     records = MemoryRecords(part.records or b"")
     out: list[tuple[StoredBatch, int, bool, bool]] = []
     while (batch := records.next_batch()) is not None:
