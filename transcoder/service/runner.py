@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -53,37 +54,30 @@ class Service(Served):
         """Every pre-flight check; with `create`, also create missing destination topics."""
         return prepare(self.config, create=create)
 
-    def start_scoring(self) -> threading.Thread | None:
-        """The live-scoring thread (evaluate: in the config): it stops with the lanes (`stop_event`)."""
-        if self.scorer is None:
-            return None
-        scorer = self.scorer
+    def _side_thread(self, name: str, run: Callable[[threading.Event], None]) -> threading.Thread:
+        """A daemon thread beside the lanes, its CPU under `name` (not any lane's); it stops with them."""
 
-        def run() -> None:
-            self.threads.claim("candidate-scoring", {threading.get_native_id()})  # not any lane's CPU
-            scorer.run(self.stop_event)
+        def body() -> None:
+            self.threads.claim(name, {threading.get_native_id()})
+            run(self.stop_event)
 
-        t = threading.Thread(target=run, name="candidate-scoring", daemon=True)
+        t = threading.Thread(target=body, name=name, daemon=True)
         t.start()
         return t
 
+    def start_scoring(self) -> threading.Thread | None:
+        """The live-scoring thread (evaluate: in the config)."""
+        return None if self.scorer is None else self._side_thread("candidate-scoring", self.scorer.run)
+
     def start_verification(self, prepared: Prepared) -> threading.Thread | None:
-        """The continuous-verification thread (migration.verify_interval_s > 0); it stops with the lanes."""
+        """The continuous-verification thread (migration.verify_interval_s > 0)."""
         m = self.config.migration
         if m is None or not m.verify_interval_s:
             return None
         self.verification = ContinuousVerification(
             self.config, prepared.plan, MigrationMetrics(self.metrics.registry),
             committed=lambda: {tp: o for ln in self.lanes for tp, o in dict(ln.status.committed).items()})
-        verification = self.verification
-
-        def run() -> None:
-            self.threads.claim("migration-verify", {threading.get_native_id()})  # not any lane's CPU
-            verification.run(self.stop_event)
-
-        t = threading.Thread(target=run, name="migration-verify", daemon=True)
-        t.start()
-        return t
+        return self._side_thread("migration-verify", self.verification.run)
 
     def status(self) -> dict[str, Any]:
         """The /status document; with live scoring, each destination's candidate figures."""
