@@ -10,9 +10,11 @@ import itertools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 
@@ -309,9 +311,12 @@ def test_a_second_controller_is_fenced_and_a_restarted_one_resumes(kafka, topic_
     copy(conf)
     migrate("start", "--config", path, "--group", group)
     migrate("verify", "--config", path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     follower = subprocess.Popen([sys.executable, "-m", "transcoder", "migrate", "verify", "--config", path,
-                                 "--follow", "--interval", "1"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                 "--follow", "--interval", "1", "--metrics-port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while True:  # until the follower holds the migration
@@ -322,6 +327,19 @@ def test_a_second_controller_is_fenced_and_a_restarted_one_resumes(kafka, topic_
             assert time.monotonic() < deadline, proc.stderr
             time.sleep(0.5)
         assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
+        # the follower exports its progress
+        want = [f'transcoder_migration_verified_offset{{destination="{dest}",partition="0"}} 200.0',
+                f'transcoder_migration_groups{{destination="{dest}",stage="source"}} 1.0',
+                f'transcoder_migration_mismatches_total{{destination="{dest}"}} 0.0']
+        while True:
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                text = ""
+            if all(w in text for w in want):
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(0.5)
         os.killpg(follower.pid, signal.SIGKILL)  # a controller dies holding the migration
         follower.wait(10)
     finally:

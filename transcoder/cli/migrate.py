@@ -151,6 +151,11 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
             if metrics is not None:
                 metrics.verified(c.r.destination, {p: r.verified_through for p, r in results.items()},
                                  mismatches=len(new))
+                stages: dict[str, int] = {}
+                for key, rec in c.state().items():
+                    if key.startswith("group/"):
+                        stages[rec.get("stage", "source")] = stages.get(rec.get("stage", "source"), 0) + 1
+                metrics.group_stages(c.r.destination, stages)
             if fmt == "json":
                 _json({"destination": c.r.destination, "partitions": _verify_dict(results),
                        "mismatch": found[0].line if found else None})
