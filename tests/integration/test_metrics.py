@@ -131,6 +131,14 @@ def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instanc
         status, text = get(url + "/metrics")
         assert status == 200
         exported = set(re.findall(r"^(?:# (?:HELP|TYPE) )?(transcoder_[a-z0-9_]+)", text, re.M))
+        # the migration's metrics come from `migrate verify --follow`, `migrate watch --follow`, or a service
+        # verifying continuously (migration.verify_interval_s): the same vocabulary, declared once
+        from prometheus_client import generate_latest
+
+        from transcoder.metrics.registry import MigrationMetrics
+
+        exported |= set(re.findall(r"^# (?:HELP|TYPE) (transcoder_[a-z0-9_]+)",
+                                   generate_latest(MigrationMetrics().registry).decode(), re.M))
         for path in ("deploy/monitoring/grafana-dashboard.json", "deploy/monitoring/prometheus-alerts.yaml"):
             named = set(re.findall(r"transcoder_[a-z0-9_]+", (ROOT / path).read_text()))
             assert named, path

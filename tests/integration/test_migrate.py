@@ -316,21 +316,14 @@ def test_a_second_controller_is_fenced_and_a_restarted_one_resumes(kafka, topic_
         port = sock.getsockname()[1]
     follower = subprocess.Popen([sys.executable, "-m", "transcoder", "migrate", "verify", "--config", path,
                                  "--follow", "--interval", "1", "--metrics-port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stdout=subprocess.DEVNULL, stderr=(tmp_path / "follower.log").open("w"),
+                                start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:  # until the follower holds the migration
-            proc = migrate("cutover", "--config", path, "--group", group, ok=False)
-            if "held by controller" in proc.stderr:
-                break
-            assert proc.returncode != 0, "a second controller was not fenced: " + proc.stdout
-            assert time.monotonic() < deadline, proc.stderr
-            time.sleep(0.5)
-        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
-        # the follower exports its progress
+        # the follower holds the migration once it serves its metrics (it starts serving after taking the lease)
         want = [f'transcoder_migration_verified_offset{{destination="{dest}",partition="0"}} 200.0',
                 f'transcoder_migration_groups{{destination="{dest}",stage="source"}} 1.0',
                 f'transcoder_migration_mismatches_total{{destination="{dest}"}} 0.0']
+        deadline = time.monotonic() + 60
         while True:
             try:
                 text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -338,8 +331,12 @@ def test_a_second_controller_is_fenced_and_a_restarted_one_resumes(kafka, topic_
                 text = ""
             if all(w in text for w in want):
                 break
+            assert follower.poll() is None, (tmp_path / "follower.log").read_text()
             assert time.monotonic() < deadline, text
             time.sleep(0.5)
+        proc = migrate("cutover", "--config", path, "--group", group, ok=False)
+        assert proc.returncode != 0 and "held by controller" in proc.stderr, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
         os.killpg(follower.pid, signal.SIGKILL)  # a controller dies holding the migration
         follower.wait(10)
     finally:

@@ -331,8 +331,8 @@ class MigrationMetrics:
                                         "start time that the broker stores in batches of this codec (`migrate "
                                         "watch`: an in-place rollout).", ["topic", "codec"], registry=r)
         self.verified_offset = Gauge("transcoder_migration_verified_offset",
-                                     "Destination offset up to which content verification found the destination "
-                                     "equal to its source (exclusive).", ["destination", "partition"], registry=r)
+                                     "Source offset up to which (exclusive) content verification found the "
+                                     "destination equal to its source.", ["destination", "partition"], registry=r)
         self.mismatches = Counter("transcoder_migration_mismatches_total",
                                   "Verification ranges whose destination records differ from their source records "
                                   "(cutover is refused while one is recorded).", ["destination"], registry=r)
@@ -356,7 +356,7 @@ class MigrationMetrics:
         seen.update(shares)
 
     def verified(self, destination: str, through: Mapping[int, int], *, mismatches: int = 0) -> None:
-        """One verification pass: per partition, the destination offset verification reached, and the mismatched
+        """One verification pass: per partition, the source offset verification reached, and the mismatched
         ranges it found (0 still declares the counter; see `mismatch`)."""
         for partition, offset in through.items():
             self.verified_offset.labels(destination=destination, partition=str(partition)).set(offset)
