@@ -293,7 +293,8 @@ class Controller:
         forced = [x.name for x in failed]
         if forced:
             log.warning("cutover_gates_forced", group=g, gates=[x.line for x in failed])
-        starts = {p: c for p, c in committed.items() if maps.get(p) and (maps[p].source_start or 0) > c}
+        # where the map does not reach back to the group's offset, whether a record lies between decides
+        starts = {p: c for p, c in committed.items() if not maps.get(p) or (maps[p].source_start or 0) > c}
         first = self.first_records(self.r.source, starts) if starts else {}
         first.update({p: c for p, c in committed.items() if p not in starts})
         dest_ends = {p: h for p, (_, h) in self.watermarks(self.r.destination, destination=True).items()}

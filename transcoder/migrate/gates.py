@@ -57,6 +57,8 @@ def failed(f: GateFacts) -> list[Gate]:
         out.append(Gate("members", f"group {f.group} has {len(f.members)} active member(s): "
                                    f"{', '.join(f.members)} (stop them, or use --wait)"))
     lane = f.lane_committed
+    if lane is not None:  # a partition never written to has nothing to copy: the lane is at its end
+        lane = {**{p: 0 for p in parts if f.source_ends.get(p, 0) == 0}, **lane}
     behind = [p for p in parts if lane.get(p, -1) < f.committed[p]] if lane is not None else []
     if behind:
         assert lane is not None

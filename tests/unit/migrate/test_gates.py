@@ -33,6 +33,12 @@ def test_each_gate_names_what_is_wrong(over, name, words) -> None:
     assert gate.name == name and words in gate.detail
 
 
+def test_a_partition_never_written_to_needs_no_copy() -> None:
+    f = facts(committed={0: 40, 2: 0}, lane_committed={0: 100}, source_ends={0: 100, 2: 0},
+              verified_through={0: 100, 2: 0}, map_source_end={0: 100})
+    assert gates.failed(f) == []
+
+
 def test_verification_at_the_end_of_the_copy_reaches_a_group_past_trailing_markers() -> None:
     # the group is at 100 (after a commit marker at 99); the last record copied is 98
     f = facts(committed={0: 100}, verified_through={0: 99}, map_source_end={0: 99}, lane_committed={0: 100},
