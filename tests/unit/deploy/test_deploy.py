@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import promql_parser
 import pytest
 import yaml
 
-from tests.support.tools import require_tool
 from transcoder import config
 
 ROOT = Path(__file__).resolve().parents[3]
-HELM_INSTALL = ("build it with `go install helm.sh/helm/v3/cmd/helm@v3.16.4` (as .ci/run does); "
-                "it is looked for in PATH and ~/go/bin")
 
 
 def test_k8s_example_config_is_valid(tmp_path):
@@ -45,30 +41,6 @@ def test_dockerfile_installs_pinned_wheels_and_runs_as_non_root():
     assert '"/etc/transcoder/config.yaml"' in text
     for path in ("pyproject.toml", "constraints.txt", "README.md", "transcoder"):
         assert (ROOT / path).exists()
-
-
-def test_helm_default_values_hold_a_valid_config():
-    values = yaml.safe_load((ROOT / "helm/transcoder/values.yaml").read_text())
-    conf = config.parse(values["config"], environ={})
-    assert conf.metrics.port == 9308
-    assert values["terminationGracePeriodSeconds"] > conf.shutdown_timeout_s
-    deployment = (ROOT / "helm/transcoder/templates/deployment.yaml").read_text()
-    assert "path: /healthz" in deployment and "path: /readyz" in deployment
-
-
-def test_helm_chart_lints_and_renders_a_valid_config():
-    helm = require_tool("helm", HELM_INSTALL, alternatives=[Path.home() / "go/bin/helm"])
-    chart = str(ROOT / "helm/transcoder")
-    lint = subprocess.run([helm, "lint", chart], capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-    out = subprocess.run([helm, "template", "t", chart, "--set", "kafkaSecret=kafka-creds"],
-                         capture_output=True, text=True, check=True).stdout
-    docs = {d["kind"]: d for d in yaml.safe_load_all(out) if d}
-    assert set(docs) == {"ConfigMap", "Service", "Deployment"}
-    conf = config.parse(yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"]), environ={})
-    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
-    assert container["ports"][0]["containerPort"] == conf.metrics.port
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/etc/transcoder", "/var/run/secrets/kafka"}
 
 
 # The monitoring files are PromQL checked by a parser (promtool does not build from the Go module proxy).

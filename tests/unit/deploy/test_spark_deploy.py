@@ -12,14 +12,13 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.support.tools import in_ci, require_tool
+from tests.support import kube
 from transcoder import config
 from transcoder.config import SECRET_PROPERTIES
 from transcoder.config.secrets import REFERENCE
@@ -32,14 +31,10 @@ DOCKERFILE = SPARK_DIR / "Dockerfile"
 CONFIG_FILE = "/etc/transcoder/config.yaml"
 IMAGE_USER = 10001
 COMPILERS = ("build-essential", "gcc", "g++", "clang", "make", "cmake", "python3-dev")
-KUBECONFORM_INSTALL = ("build it with `go install github.com/yannh/kubeconform/cmd/kubeconform@v0.6.7`; "
-                       "it is looked for in PATH and ~/go/bin")
-# The schemas kubeconform checks against, from Go modules (the Go module proxy; GitHub is not needed):
-# spark-operator's CRD, and the core/v1 OpenAPI v3 document kubectl keeps as test data.
+# spark-operator's CRD, from its Go module (the Go module proxy; GitHub is not needed); core/v1 is
+# tests.support.kube's Kubernetes release.
 SPARK_OPERATOR_MODULE = "github.com/kubeflow/spark-operator/v2@v2.5.2"
 SPARK_OPERATOR_CRD = "charts/spark-operator-chart/crds/sparkoperator.k8s.io_sparkapplications.yaml"
-CORE_OPENAPI_MODULE = "k8s.io/kubectl@v0.31.3"
-CORE_OPENAPI = "testdata/openapi/v3/api/v1.json"
 
 
 def pinned_spark() -> str:
@@ -98,18 +93,7 @@ def mounted_at(pod: dict[str, Any], path: str) -> dict[str, Any] | None:
 
 # The Dockerfile, in stages.
 def stages() -> list[dict[str, Any]]:
-    """Each FROM with its instructions: {"base", "name", "lines"}; continuation lines joined."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    result: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if m := re.fullmatch(r"FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", line, flags=re.IGNORECASE):
-            result.append({"base": m.group(1), "name": m.group(2), "lines": []})
-        elif result:
-            result[-1]["lines"].append(line)
-    return result
+    return kube.dockerfile_stages(DOCKERFILE)
 
 
 def dockerfile_args() -> dict[str, str]:
@@ -135,14 +119,10 @@ def final_chain() -> list[dict[str, Any]]:
     return chain
 
 
-def instructions(stage: dict[str, Any], keyword: str) -> list[str]:
-    return [line[len(keyword):].strip() for line in stage["lines"] if line.upper().startswith(keyword + " ")]
-
-
 def env(stage_chain: list[dict[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
     for stage in reversed(stage_chain):  # the base first, later ENVs win
-        for line in instructions(stage, "ENV"):
+        for line in kube.instructions(stage, "ENV"):
             for key, value in re.findall(r'(\w+)=("[^"]*"|\S+)', line):
                 found[key] = value.strip('"')
     return found
@@ -221,7 +201,7 @@ def test_main_application_file_is_the_spark_entry_of_the_image_python():
 
 
 def test_the_entry_file_runs_the_spark_engine_with_the_application_arguments(monkeypatch):
-    import transcoder.cli as cli
+    from transcoder import cli
     from transcoder.cli import spark_submit
 
     seen = []
@@ -274,27 +254,27 @@ def test_pods_run_as_the_image_user_and_restart_on_failure():
 def test_dockerfile_installs_pinned_wheels_with_the_spark_extra():
     all_stages = stages()
     build = next(s for s in all_stages if s["name"] == "build")
-    wheel = " ".join(instructions(build, "RUN"))
+    wheel = " ".join(kube.instructions(build, "RUN"))
     assert "-c constraints.txt" in wheel and "'.[spark]'" in wheel
     assert any("pip install" in r and "--no-index" in r and "'transcoder[spark]'" in r
-               for s in final_chain() for r in instructions(s, "RUN"))
+               for s in final_chain() for r in kube.instructions(s, "RUN"))
     assert 'ENTRYPOINT ["/opt/entrypoint.sh"]' in DOCKERFILE.read_text()
-    copies = [c for s in final_chain() for c in instructions(s, "COPY")]
+    copies = [c for s in final_chain() for c in kube.instructions(s, "COPY")]
     assert any(c.startswith("--from=spark-dist ") and "/opt/entrypoint.sh" in c for c in copies)
     assert any(expand(s["base"]).startswith("apache/spark:") for s in all_stages if s["name"] == "spark-dist")
 
 
 def test_final_stage_runs_as_10001_with_java_17_and_no_compiler():
     chain = final_chain()
-    assert instructions(chain[0], "USER") == [str(IMAGE_USER)]
+    assert kube.instructions(chain[0], "USER") == [str(IMAGE_USER)]
     assert all(s["name"] != "build" for s in chain), "the final image is built on the build stage"
-    runs = " ".join(r for s in chain for r in instructions(s, "RUN"))
+    runs = " ".join(r for s in chain for r in kube.instructions(s, "RUN"))
     assert "openjdk-17-jre-headless" in runs
     for compiler in COMPILERS:
         assert not re.search(rf"(?<![\w.-]){re.escape(compiler)}(?![\w.-])", runs), f"{compiler} in the final image"
     # The compilers really are in the build stage: the check above looks where they would be named.
     build = next(s for s in stages() if s["name"] == "build")
-    assert "build-essential" in " ".join(instructions(build, "RUN"))
+    assert "build-essential" in " ".join(kube.instructions(build, "RUN"))
     assert not expand(chain[-1]["base"]).startswith("apache/spark:"), "Python 3.10 there; transcoder needs 3.11"
 
 
@@ -306,10 +286,10 @@ def test_image_ivy_cache_is_transcoders(monkeypatch):
     assert f"-Divy.home={session.ivy_dir()}" in variables["SPARK_SUBMIT_OPTS"].split()
     assert variables["SPARK_HOME"] == "/opt/spark"
     connector = next(s for s in stages() if s["name"] == "connector")
-    assert instructions(connector, "USER") == [str(IMAGE_USER)]
-    assert any("resolve_connector.py" in r for r in instructions(connector, "RUN"))
+    assert kube.instructions(connector, "USER") == [str(IMAGE_USER)]
+    assert any("resolve_connector.py" in r for r in kube.instructions(connector, "RUN"))
     assert any(c.startswith("--from=connector ") and variables["XDG_CACHE_HOME"] in c
-               for c in instructions(final_chain()[0], "COPY"))
+               for c in kube.instructions(final_chain()[0], "COPY"))
 
 
 def _ignored(path: str, patterns: list[str]) -> bool:
@@ -334,7 +314,7 @@ def test_build_context_holds_what_the_dockerfile_copies():
     patterns = _ignore_patterns(SPARK_DIR / "Dockerfile.dockerignore")
     sources = []
     for stage in stages():
-        for copy_line in instructions(stage, "COPY"):
+        for copy_line in kube.instructions(stage, "COPY"):
             words = [w for w in copy_line.split() if not w.startswith("--")]
             if "--from=" not in copy_line:
                 sources += words[:-1]
@@ -373,70 +353,19 @@ def test_spark_engine_accepts_the_example_cluster_config(tmp_path):
     assert "required username=" in options["kafka.sasl.jaas.config"]
 
 
-# kubeconform: the manifests against spark-operator's CRD and the core/v1 OpenAPI schemas, strictly.
-def _module_dir(go: str, module: str, cwd: Path) -> Path:
-    done = subprocess.run([go, "mod", "download", "-json", module], cwd=cwd, capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        reason = f"go mod download {module} failed (the Go module proxy): {done.stdout}{done.stderr}"
-        if in_ci():
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return Path(json.loads(done.stdout)["Dir"])
-
-
-def _strict(schema: Any) -> Any:
-    """The schema with `additionalProperties: false` on every object that lists its properties and does not
-    keep unknown fields (a misspelt field is an error, as kubectl's field validation makes it), and each
-    enum without repeated items (Kubernetes' OpenAPI repeats some)."""
-    if isinstance(schema, list):
-        return [_strict(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: (v if k in ("properties", "patternProperties", "definitions") else _strict(v))
-           for k, v in schema.items()}
-    for key in ("properties", "patternProperties"):
-        if isinstance(schema.get(key), dict):
-            out[key] = {name: _strict(s) for name, s in schema[key].items()}
-    if ("properties" in schema and "additionalProperties" not in schema
-            and not schema.get("x-kubernetes-preserve-unknown-fields")):
-        out["additionalProperties"] = False
-    if isinstance(schema.get("enum"), list):  # kubeconform compiles draft 4: enum items must be unique
-        out["enum"] = [v for i, v in enumerate(schema["enum"]) if v not in schema["enum"][:i]]
+# kubeconform: the manifests against spark-operator's CRD and Kubernetes' own OpenAPI, strictly (tests/support/kube).
+@pytest.fixture(scope="module")
+def kubeconform_schemas(tmp_path_factory) -> Path:
+    kube.kubeconform()
+    out = tmp_path_factory.mktemp("schemas")
+    kube.write_crd_schemas(out, yaml.safe_load((kube.module_dir(SPARK_OPERATOR_MODULE, out) /
+                                                SPARK_OPERATOR_CRD).read_text()))
+    kube.write_kubernetes_schemas(out, ["v1"])
     return out
 
 
-@pytest.fixture(scope="module")
-def kubeconform_schemas(tmp_path_factory) -> tuple[str, Path]:
-    kubeconform = require_tool("kubeconform", KUBECONFORM_INSTALL, alternatives=[Path.home() / "go/bin/kubeconform"])
-    go = require_tool("go", "install Go (it fetches the schemas' modules through the Go module proxy)")
-    out = tmp_path_factory.mktemp("schemas")
-    crd = yaml.safe_load((_module_dir(go, SPARK_OPERATOR_MODULE, out) / SPARK_OPERATOR_CRD).read_text())
-    for version in crd["spec"]["versions"]:
-        schema = _strict(version["schema"]["openAPIV3Schema"])
-        (out / f"{crd['spec']['names']['kind'].lower()}_{version['name']}.json").write_text(json.dumps(schema))
-    core = json.loads((_module_dir(go, CORE_OPENAPI_MODULE, out) / CORE_OPENAPI).read_text())
-    components = {"schemas": _strict(core["components"]["schemas"])}
-    for name in core["components"]["schemas"]:
-        if name.startswith("io.k8s.api.core.v1."):
-            kind = name.rsplit(".", 1)[1]
-            document = {"$ref": f"#/components/schemas/{name}", "components": components}
-            (out / f"{kind.lower()}_v1.json").write_text(json.dumps(document))
-    return kubeconform, out
-
-
-def _kubeconform(kubeconform: str, schemas: Path, manifest: Path) -> dict[str, Any]:
-    done = subprocess.run([kubeconform, "-strict", "-summary", "-output", "json", "-schema-location",
-                           str(schemas / "{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"), str(manifest)],
-                          capture_output=True, text=True, check=False)
-    result = json.loads(done.stdout)
-    result["returncode"] = done.returncode
-    return result
-
-
 def test_kubeconform_validates_the_manifests(kubeconform_schemas):
-    kubeconform, schemas = kubeconform_schemas
-    result = _kubeconform(kubeconform, schemas, MANIFEST)
+    result = kube.validate(kubeconform_schemas, MANIFEST)
     assert result["returncode"] == 0, json.dumps(result["resources"], indent=2)
     assert result["summary"] == {"valid": 4, "invalid": 0, "errors": 0, "skipped": 0}, result
 
@@ -448,15 +377,8 @@ def test_kubeconform_validates_the_manifests(kubeconform_schemas):
     ("PersistentVolumeClaim", ["spec", "accesModes"], ["ReadWriteOnce"]),
 ])
 def test_kubeconform_rejects_a_broken_manifest(kubeconform_schemas, tmp_path, kind, path, value):
-    kubeconform, schemas = kubeconform_schemas
     docs = copy.deepcopy([d for d in yaml.safe_load_all(MANIFEST.read_text()) if d])
-    node = next(d for d in docs if d["kind"] == kind)
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    broken = tmp_path / "broken.yaml"
-    broken.write_text(yaml.safe_dump_all(docs))
-    result = _kubeconform(kubeconform, schemas, broken)
+    result = kube.validate_broken(kubeconform_schemas, docs, kind, path, value, tmp_path)
     assert result["returncode"] != 0
     assert result["summary"]["invalid"] == 1 and result["summary"]["valid"] == 3, result
 
