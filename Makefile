@@ -23,9 +23,12 @@ kafka-jars: venv
 lint: venv
 	$(BIN)/lint-imports
 
-# The whole suite: the import rules, unit tests, then integration tests against a real broker the session starts.
+# The whole suite: the import rules, unit tests, then integration tests against a real broker the session starts;
+# then, in a session of its own, legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1,
+# copied to a modern broker; Kafka 3.9 is fetched from Maven Central into ~/.cache/transcoder on first use).
 test: venv kafka-jars lint
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests/legacy
 
 # Start a local Kafka, seed 250 MB of nginx access logs, copy them into one topic per codec,
 # print the measured comparison and stop the broker.

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, free_port
+from tests.support.proxy import Proxy
+from tests.support.records import read_messages
 from transcoder.dev.local_kafka import LocalKafka
 
 
@@ -39,11 +41,30 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(bootstrap=external, local=None)
         return
     local = LocalKafka(tmp_path_factory.mktemp("kafka"))
-    st = local.up()
+    st = local.up(proxy_port=free_port(), secured=True)  # secured listeners: about 0.6 s more start-up
+    certs = st.certs
+    assert certs is not None and st.sasl_password_file is not None
     try:
-        yield Cluster(bootstrap=st.bootstrap, local=local)
+        yield Cluster(bootstrap=st.bootstrap, local=local, proxied_bootstrap=st.proxied_bootstrap,
+                      sasl_ssl_bootstrap=st.sasl_ssl_bootstrap, ssl_bootstrap=st.ssl_bootstrap, ca_file=certs.ca,
+                      client_cert_file=certs.client_cert, client_key_file=certs.client_key,
+                      client_key_password_file=certs.client_key_password, sasl_username=st.sasl_username,
+                      sasl_password_file=Path(st.sasl_password_file))
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def broker_proxy(kafka: Cluster) -> Iterator[Proxy]:
+    """The TCP proxy in front of the broker's PROXIED listener: clients bootstrapping at
+    `kafka.proxied_bootstrap` reach the broker only through it (outage tests cut or stall it)."""
+    if kafka.local is None or kafka.proxied_bootstrap is None:
+        pytest.skip("cutting the broker off needs the session's own broker, not TRANSCODER_TEST_BOOTSTRAP")
+    st = kafka.local.state()
+    assert st is not None and st.proxied_port is not None
+    proxy = Proxy(int(kafka.proxied_bootstrap.rsplit(":", 1)[1]), st.proxied_port).start()
+    yield proxy
+    proxy.close()
 
 
 @pytest.fixture(scope="session")
@@ -129,26 +150,23 @@ def consumer_factory(kafka: Cluster) -> Iterator[Callable[..., Consumer]]:
 
 
 @pytest.fixture
-def read_topic(consumer_factory: Callable[..., Consumer], admin: AdminClient) -> Callable[..., list[Message]]:
+def read_topic(kafka: Cluster) -> Callable[..., list[Message]]:
     """Every record of a topic, from the beginning to the end offsets seen now, in partition order."""
 
     def read(topic: str, timeout: float = 60.0) -> list[Message]:
-        md = admin.list_topics(topic, timeout=10).topics[topic]
-        consumer = consumer_factory()
-        parts = [TopicPartition(topic, p) for p in sorted(md.partitions)]
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
-        wanted = {p: e for p, e in ends.items() if e > 0}
-        consumer.assign([TopicPartition(topic, p, 0) for p in wanted])
-        by_part: dict[int, list[Message]] = {p: [] for p in wanted}
-        deadline = time.monotonic() + timeout
-        while wanted and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, timeout=0.5):
-                if msg.error():
-                    raise AssertionError(f"consume error: {msg.error()}")
-                by_part[msg.partition()].append(msg)
-                if msg.offset() + 1 >= wanted.get(msg.partition(), -1):
-                    wanted.pop(msg.partition(), None)
-        assert not wanted, f"timed out reading {topic}: partitions {sorted(wanted)} not read to the end"
-        return [m for p in sorted(by_part) for m in by_part[p]]
+        return read_messages(kafka.bootstrap, topic, timeout=timeout)
 
     return read
+
+
+@pytest.fixture
+def fresh_structlog() -> Iterator[None]:
+    """structlog's defaults for one test, so capture_logs sees every line: an earlier test's logging set-up (a level
+    filter, loggers cached on first use) would hide some. A module's logger already bound stays cached: rebind it
+    with monkeypatch (structlog.get_logger) inside the test."""
+    import structlog
+
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    yield
+    structlog.configure(**saved)

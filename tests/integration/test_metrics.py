@@ -6,8 +6,6 @@ import json
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.support.cli import run_cli
+from tests.support.http import get
 from transcoder import config as cfg
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.service.runner import Service
@@ -41,13 +40,6 @@ def seed(kafka, topic: str, count: int, partitions: int | None = 2) -> None:
 def sample(service: Any, name: str, **labels: str) -> float | None:
     return service.metrics.registry.get_sample_value(name, labels)
 
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def wait_for(predicate, timeout: float = 180.0) -> None:
@@ -130,7 +122,7 @@ def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instanc
             assert 0 <= d["latency_p99_seconds"] < 30, d  # records produced now, copied now
         status, text = get(url + "/metrics")
         assert status == 200
-        exported = set(re.findall(r"^(?:# (?:HELP|TYPE) )?(transcoder_[a-z0-9_]+)", text, re.M))
+        exported = set(re.findall(r"^(?:# (?:HELP|TYPE) )?(transcoder_[a-z0-9_]+)", text, re.MULTILINE))
         # the migration's metrics come from `migrate verify --follow`, `migrate watch --follow`, or a service
         # verifying continuously (migration.verify_interval_s): the same vocabulary, declared once
         from prometheus_client import generate_latest
@@ -138,7 +130,7 @@ def test_lag_readiness_and_every_dashboard_and_alert_metric_on_a_running_instanc
         from transcoder.metrics.registry import MigrationMetrics
 
         exported |= set(re.findall(r"^# (?:HELP|TYPE) (transcoder_[a-z0-9_]+)",
-                                   generate_latest(MigrationMetrics().registry).decode(), re.M))
+                                   generate_latest(MigrationMetrics().registry).decode(), re.MULTILINE))
         for path in ("deploy/monitoring/grafana-dashboard.json", "deploy/monitoring/prometheus-alerts.yaml"):
             named = set(re.findall(r"transcoder_[a-z0-9_]+", (ROOT / path).read_text()))
             assert named, path

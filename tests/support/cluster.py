@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,12 +13,39 @@ import pytest
 from transcoder.dev.local_kafka import LocalKafka
 
 
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @dataclass
 class Cluster:
     """The cluster tests talk to; `local` is set when this session started the broker itself."""
 
     bootstrap: str
     local: LocalKafka | None
+    #: clients bootstrapping here reach the broker through the session's proxy (the broker_proxy fixture)
+    proxied_bootstrap: str | None = None
+    #: The secured listeners of the session's own broker: SASL_SSL with SCRAM-SHA-512, and SSL requiring a
+    #: client certificate (mTLS); None with TRANSCODER_TEST_BOOTSTRAP.
+    sasl_ssl_bootstrap: str | None = None
+    ssl_bootstrap: str | None = None
+    ca_file: Path | None = None  # the CA that signed the broker and client certificates (PEM)
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None  # PKCS#8 PEM, encrypted with the password in client_key_password_file
+    client_key_password_file: Path | None = None
+    sasl_username: str | None = None
+    sasl_password_file: Path | None = None
+
+    @property
+    def sasl_password(self) -> str:
+        assert self.sasl_password_file is not None
+        return self.sasl_password_file.read_text().strip()
+
+    def require_secured(self) -> None:
+        if self.sasl_ssl_bootstrap is None:
+            pytest.skip("secured listeners need the session's own broker, not TRANSCODER_TEST_BOOTSTRAP")
 
     def segment_files(self, topic: str, partition: int) -> list[Path]:
         """Stored .log segment files of one partition; needs the broker this session started."""

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 #: partition, offset, key, value, headers, timestamp (ms)
 Rec = tuple[int, int, bytes | None, bytes | None, tuple, int]
@@ -59,6 +59,35 @@ def produce_transactions(bootstrap: str, topic: str, *, transactions: int, per: 
             p.produce(topic, f"v{n}".encode(), f"k{n}".encode(), partition=n % partitions, timestamp=ts + n,
                       headers=[("n", str(n).encode())] if headers else None)
         if aborted(t):
+            # Delivered first: an abort racing the partitions' AddPartitionsToTxn fails with INVALID_TXN_STATE
+            # (librdkafka issue 4849).
+            p.flush(30)
             p.abort_transaction(30)
         else:
             p.commit_transaction(30)
+
+
+def read_messages(bootstrap: str, topic: str, *, timeout: float = 60.0) -> list[Message]:
+    """Every record of a topic, from offset 0 to the end offsets seen now, partition by partition in offset
+    order, as confluent-kafka Messages (read_uncommitted: what is stored)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics[topic]
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in sorted(md.partitions)}
+        wanted = {p: e for p, e in ends.items() if e > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in wanted])
+        by_part: dict[int, list[Message]] = {p: [] for p in wanted}
+        deadline = time.monotonic() + timeout
+        while wanted and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, timeout=0.5):
+                if msg.error():
+                    raise AssertionError(f"consume error on {topic}: {msg.error()}")
+                by_part[msg.partition()].append(msg)
+                if msg.offset() + 1 >= wanted.get(msg.partition(), -1):
+                    wanted.pop(msg.partition(), None)
+        assert not wanted, f"timed out reading {topic}: partitions {sorted(wanted)} not read to the end"
+        return [m for p in sorted(by_part) for m in by_part[p]]
+    finally:
+        consumer.close()

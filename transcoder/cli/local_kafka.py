@@ -38,12 +38,27 @@ def local_kafka_fetch(kafka: Any) -> None:
 @click.option("--port", type=int, default=None, help="Client port (default: a free one).")
 @click.option("--controller-port", type=int, default=None, help="KRaft controller port (default: a free one).")
 @click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds to wait for the broker to answer.")
+@click.option("--secured", is_flag=True,
+              help="Also open a SASL_SSL listener (SCRAM-SHA-512) and an mTLS listener, with a CA, certificates "
+                   "and a password generated into the state directory.")
 @click.pass_obj
-def local_kafka_up(kafka: Any, port: int | None, controller_port: int | None, timeout: float) -> None:
+def local_kafka_up(kafka: Any, port: int | None, controller_port: int | None, timeout: float, secured: bool) -> None:
     """Start the broker; print its bootstrap address as the last line."""
-    st = kafka.up(port=port, controller_port=controller_port, timeout=timeout)
+    st = kafka.up(port=port, controller_port=controller_port, timeout=timeout, secured=secured)
     click.echo(f"Kafka {st.version} running, pid {st.pid}, data {st.data_dir}, log {st.log_file}", err=True)
+    if secured:
+        for line in _secured_lines(st):
+            click.echo(line, err=True)
     click.echo(st.bootstrap)
+
+
+def _secured_lines(st: Any) -> list[str]:
+    """How to reach the secured listeners: paths only, never the password or a key."""
+    c = st.certs
+    return [(f"SASL_SSL {st.sasl_ssl_bootstrap}: sasl.mechanism=SCRAM-SHA-512 sasl.username={st.sasl_username} "
+             f"sasl.password=${{file:{st.sasl_password_file}}} ssl.ca.location={c.ca}"),
+            (f"SSL (mTLS) {st.ssl_bootstrap}: ssl.ca.location={c.ca} ssl.certificate.location={c.client_cert} "
+             f"ssl.key.location={c.client_key} ssl.key.password=${{file:{c.client_key_password}}}")]
 
 
 @local_kafka.command("status")
@@ -55,6 +70,8 @@ def local_kafka_status(kafka: Any) -> None:
         click.echo(f"not running (state dir {kafka.state_dir})", err=True)
         sys.exit(1)
     click.echo(f"bootstrap {st.bootstrap}\ndata_dir {st.data_dir}\npid {st.pid}\nversion {st.version}\nlog {st.log_file}")
+    if st.sasl_ssl_bootstrap:
+        click.echo("\n".join(_secured_lines(st)))
 
 
 @local_kafka.command("logs")

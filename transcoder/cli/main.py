@@ -12,8 +12,26 @@ from transcoder import __version__, logs
 from transcoder.errors import ConfigError, TranscoderError
 
 
+def _refused_properties(exc: Exception) -> str | None:
+    """librdkafka's reason when it refused to build a client from the properties given (`-X key=value`), else None.
+
+    Commands that take librdkafka properties on the command line hand them to confluent-kafka as given; its
+    refusal (an unknown property, a bad value) is bad input like any other, not a crash.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not isinstance(err, KafkaError) or err.code() != KafkaError._INVALID_ARG:
+        return None
+    reason = " ".join(err.str().split())
+    if "configuration property" not in reason and not reason.startswith("Failed to create"):
+        return None
+    return f"a Kafka client property was refused: {reason} (librdkafka's CONFIGURATION.md lists them)"
+
+
 class _Cli(click.Group):
-    """Turns every TranscoderError into one line on stderr and its exit status."""
+    """Turns every TranscoderError, and librdkafka refusing a client property, into one line on stderr and a
+    non-zero exit status."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -21,6 +39,12 @@ class _Cli(click.Group):
         except TranscoderError as exc:
             click.echo(f"transcoder: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except Exception as exc:
+            reason = _refused_properties(exc)
+            if reason is None:
+                raise
+            click.echo(f"transcoder: error: {reason}", err=True)
+            ctx.exit(ConfigError.exit_code)
 
 
 class ByteSize(click.ParamType):
@@ -53,12 +77,28 @@ def bootstrap(servers: str | None, local_state_dir: Path | None) -> str:
 
 
 def properties(values: tuple[str, ...]) -> dict[str, str]:
+    """-X key=value pairs, as the config's cluster properties: references resolved, secrets only as references
+    (${env:VAR}, ${file:/path}, ${file:/path:key}), never typed on a command line where `ps` shows them."""
+    import os
+
+    from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, resolve_references
+
     out = {}
     for item in values:
         key, sep, val = item.partition("=")
-        if not sep or not key.strip():
+        key, val = key.strip(), val.strip()
+        if not sep or not key:
             raise ConfigError(f"expected key=value, got {item!r}")
-        out[key.strip()] = val.strip()
+        is_ref = bool(REFERENCE.search(val))
+        if key in SECRET_PROPERTIES and not is_ref:
+            raise ConfigError(f"-X {key} is a secret and must not be typed on the command line: "
+                              "use ${env:VAR} or ${file:/path}")
+        if is_ref:
+            try:
+                val = resolve_references(val, os.environ)
+            except ValueError as exc:
+                raise ConfigError(f"-X {key}: {exc}") from None
+        out[key] = val
     return out
 
 

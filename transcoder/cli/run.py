@@ -9,11 +9,18 @@ from typing import Any
 import click
 
 from transcoder.cli.main import main
+from transcoder.errors import ConfigError
+
 
 def _load_config(path: Path) -> Any:
     from transcoder import config as cfg
 
-    return cfg.load(path)
+    try:
+        return cfg.load(path)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:  # PyYAML's constructors raise it bare, e.g. for the impossible date 2020-13-45
+        raise ConfigError(f"{path}: a value is not valid YAML: {exc} (quote it to keep it a string)") from None
 
 
 def _print_plan(prepared: Any, conf: Any) -> None:
@@ -122,3 +129,12 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
     service.serve()
     service.run(until_caught_up=until_caught_up)
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
+    if getattr(service, "abandoned", False):
+        # A lane still waits on Kafka past shutdown_timeout_s (logged as shutdown_timeout_exceeded): exit now,
+        # without the interpreter's clean-up, which would close its clients and wait on Kafka again.
+        import os
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

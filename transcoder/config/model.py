@@ -11,7 +11,7 @@ import re
 import string
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from transcoder.codecs.names import Codec, check_level
+from transcoder.codecs.names import Codec, built_here, check_level
 from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, resolve_references
 
 #: Properties transcoder sets itself on every client: a user value would break a guarantee.
@@ -82,9 +82,25 @@ class Cluster(_Model):
 class Batch(_Model):
     """Re-batching of a destination producer (librdkafka batch.size, batch.num.messages, linger.ms)."""
 
+    #: librdkafka's largest message.max.bytes (its batch.size may be larger, but no batch outgrows this).
+    LIBRDKAFKA_MAX_MESSAGE_BYTES: ClassVar[int] = 1_000_000_000
+    #: What the writer's producer adds to max_bytes for its message.max.bytes (kafka.writer.producer_config).
+    PRODUCER_MARGIN_BYTES: ClassVar[int] = 65_536
+    #: The largest max_bytes: a producer with more would be refused by librdkafka, after topics were created.
+    MAX_BYTES: ClassVar[int] = LIBRDKAFKA_MAX_MESSAGE_BYTES - PRODUCER_MARGIN_BYTES
+
     max_bytes: PositiveInt = 1_048_576
     max_records: int = Field(default=100_000, ge=1, le=1_000_000)
     linger_ms: int = Field(default=500, ge=0, le=900_000)
+
+    @field_validator("max_bytes")
+    @classmethod
+    def _fits_librdkafka(cls, v: int) -> int:
+        if v > cls.MAX_BYTES:
+            raise ValueError(f"{v} is too large: at most {cls.MAX_BYTES} (the producer's message.max.bytes is "
+                             f"max_bytes + {cls.PRODUCER_MARGIN_BYTES}, and librdkafka allows at most "
+                             f"{cls.LIBRDKAFKA_MAX_MESSAGE_BYTES})")
+        return v
 
 
 _TEMPLATE_FIELDS = {"source", "codec", "level"}
@@ -305,6 +321,12 @@ class Config(_Model):
     destination_cluster: Cluster | None = None
     group_id: str = Field(default="transcoder", min_length=1)
     lanes: Literal["isolated", "shared"] = "isolated"
+    #: at-least-once: commits follow acknowledgements, a restart may copy some records twice;
+    #: exactly-once: one transactional producer per lane, source offsets committed in its transactions,
+    #: so a destination read with isolation.level=read_committed holds every source record once.
+    guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    #: exactly-once: a transaction left open by a crashed instance is aborted by the broker after this long.
+    transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
     start: Literal["earliest", "latest"] | datetime = "earliest"
     routes: list[Route] = Field(min_length=1)
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
@@ -328,6 +350,28 @@ class Config(_Model):
         if isinstance(v, datetime) and v.tzinfo is None:
             raise ValueError("a start timestamp needs a time zone, e.g. 2026-01-01T00:00:00Z")
         return v
+
+    @model_validator(mode="after")
+    def _exactly_once(self) -> Config:
+        if self.guarantee != "exactly-once":
+            return self
+        if self.lanes != "isolated":
+            raise ValueError("guarantee exactly-once needs lanes: isolated: a transaction belongs to one producer, "
+                             "and each destination has a producer of its own (its codec)")
+        if self.commit_interval_ms * 2 > self.transaction_timeout_ms:
+            raise ValueError(f"guarantee exactly-once: commit_interval_ms ({self.commit_interval_ms}) must be at most "
+                             f"half of transaction_timeout_ms ({self.transaction_timeout_ms}), or the broker aborts "
+                             "transactions before they are committed")
+        if self.errors.tolerance == "all":
+            raise ValueError("guarantee exactly-once cannot dead-letter (errors.tolerance: all): the dead-letter "
+                             "topic would be written outside the transaction; use errors.tolerance: none")
+        for route in self.routes:
+            for d in route.destinations:
+                if built_here(d.codec, d.level):
+                    raise ValueError(f"guarantee exactly-once: destination {d.label} cannot be transactional: "
+                                     "zstd levels 13-22 are batched by transcoder's own producer, which has no "
+                                     "transactions; use a zstd level up to 12, or guarantee: at-least-once")
+        return self
 
     @property
     def target_cluster(self) -> Cluster:

@@ -12,6 +12,9 @@ SECRET_PROPERTIES = frozenset({
     "sasl.oauthbearer.client.secret",
     "sasl.oauthbearer.config",
     "sasl.jaas.config",
+    # OAUTHBEARER JWT client assertions (librdkafka 2.10+): the signing key and its passphrase
+    "sasl.oauthbearer.assertion.private.key.pem",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
     "ssl.key.password",
     "ssl.key.pem",
     "ssl.keystore.password",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -18,9 +19,10 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from transcoder.dev import certs
 from transcoder.errors import LocalKafkaError, PortInUseError
 
 #: Newest Kafka 4.x whose whole dependency graph is on Maven Central (4.4.0 was published
@@ -49,6 +51,9 @@ _DEPENDENCY = "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><
 
 _COMPLETE_MARKER = ".complete"
 _STATE_FILE = "state.json"
+#: The SCRAM user of the secured listeners (`up(secured=True)`); its password is generated once per state dir.
+SCRAM_USER = "transcoder"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
 
 
 def default_cache_dir() -> Path:
@@ -111,10 +116,47 @@ class BrokerState:
     log_file: str
     config_file: str
     libs: str
+    #: With a proxy port: the port of the PROXIED listener, which advertises `proxied_bootstrap` (a proxy's
+    #: address) instead of its own, so clients that bootstrap through the proxy stay behind it.
+    proxied_port: int | None = None
+    proxied_bootstrap: str | None = None
+    #: With `secured`: a SASL_SSL listener (SCRAM-SHA-512) and an SSL listener that requires a client
+    #: certificate (mTLS), both with the broker certificate of `certs_dir` (see transcoder.dev.certs).
+    sasl_ssl_bootstrap: str | None = None
+    ssl_bootstrap: str | None = None
+    certs_dir: str | None = None
+    sasl_username: str | None = None
+    #: The SCRAM password lives in this file (0600), never in the state file or a log.
+    sasl_password_file: str | None = None
 
     @property
     def classpath(self) -> str:
         return os.path.join(self.libs, "*")
+
+    @property
+    def certs(self) -> certs.CertPaths | None:
+        return certs.CertPaths(Path(self.certs_dir)) if self.certs_dir else None
+
+    def sasl_ssl_config(self) -> dict[str, str]:
+        """librdkafka properties for the SASL_SSL listener, password revealed (for tests and tools; never log)."""
+        if self.sasl_ssl_bootstrap is None or self.certs is None or self.sasl_password_file is None:
+            raise LocalKafkaError("the local broker was started without --secured")
+        return {"bootstrap.servers": self.sasl_ssl_bootstrap, "security.protocol": "SASL_SSL",
+                "sasl.mechanism": SCRAM_MECHANISM, "sasl.username": self.sasl_username or SCRAM_USER,
+                "sasl.password": Path(self.sasl_password_file).read_text().strip(),
+                "ssl.ca.location": str(self.certs.ca)}
+
+    def ssl_config(self) -> dict[str, str]:
+        """librdkafka properties for the mTLS listener, key password revealed (for tests and tools; never log)."""
+        if self.ssl_bootstrap is None or self.certs is None:
+            raise LocalKafkaError("the local broker was started without --secured")
+        c = self.certs
+        return {"bootstrap.servers": self.ssl_bootstrap, "security.protocol": "SSL",
+                "ssl.ca.location": str(c.ca), "ssl.certificate.location": str(c.client_cert),
+                "ssl.key.location": str(c.client_key), "ssl.key.password": c.client_key_password.read_text().strip()}
+
+    def secured_ports(self) -> list[int]:
+        return [int(b.rsplit(":", 1)[1]) for b in (self.sasl_ssl_bootstrap, self.ssl_bootstrap) if b]
 
 
 def _free_port() -> int:
@@ -124,7 +166,10 @@ def _free_port() -> int:
 
 
 def _check_port_free(port: int) -> None:
+    """Whether the broker could bind `port`: as the broker binds, with SO_REUSEADDR, so a port whose
+    last connections sit in TIME_WAIT (a broker that just crashed) counts as free."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:
@@ -134,15 +179,44 @@ def _check_port_free(port: int) -> None:
             ) from exc
 
 
-def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
+def _server_properties(port: int, controller_port: int, data_dir: Path,
+                       proxied: tuple[int, int] | None = None,
+                       secured: tuple[int, int, certs.CertPaths] | None = None) -> str:
+    """server.properties; `proxied`: (bound port, advertised port) of a PROXIED listener, else none;
+    `secured`: (SASL_SSL port, SSL port, certificates) of the secured listeners, else none."""
+    listeners = [f"PLAINTEXT://127.0.0.1:{port}", f"CONTROLLER://127.0.0.1:{controller_port}"]
+    advertised = [f"PLAINTEXT://127.0.0.1:{port}"]
+    protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+    if proxied is not None:
+        listeners.append(f"PROXIED://127.0.0.1:{proxied[0]}")
+        advertised.append(f"PROXIED://127.0.0.1:{proxied[1]}")
+        protocols.append("PROXIED:PLAINTEXT")
+    extra: dict[str, str] = {}
+    if secured is not None:
+        sasl_port, ssl_port, paths = secured
+        for name, p in (("SASL_SSL", sasl_port), ("SSL", ssl_port)):
+            listeners.append(f"{name}://127.0.0.1:{p}")
+            advertised.append(f"{name}://127.0.0.1:{p}")
+            protocols.append(f"{name}:{name}")
+        # PEM files straight into the JDK: no keytool, no JKS. Brokers talk PLAINTEXT among themselves.
+        extra = {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(paths.broker_keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(paths.ca),
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "listener.name.ssl.ssl.client.auth": "required",
+        }
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(protocols),
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(data_dir),
         # A single node: internal topics cannot be replicated, and need not be large.
@@ -159,6 +233,7 @@ def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
         "num.partitions": "1",
         # The log cleaner looks for dirty compacted logs every second (default 15 s): compaction shows soon.
         "log.cleaner.backoff.ms": "1000",
+        **extra,
     }
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -213,7 +288,13 @@ class LocalKafka:
         return st if _pid_is_our_broker(st.pid, st.config_file) else None
 
     def up(self, *, port: int | None = None, controller_port: int | None = None,
-           timeout: float = 90.0, heap: str = "1g") -> BrokerState:
+           timeout: float = 90.0, heap: str = "1g", proxy_port: int | None = None,
+           secured: bool = False) -> BrokerState:
+        """Start the broker. `proxy_port`: also open a PROXIED listener that advertises 127.0.0.1:proxy_port,
+        where a TCP proxy forwards to the listener's own port (`BrokerState.proxied_port`): fault tests cut
+        the clients that bootstrap there off the broker without stopping it. `secured`: also open a SASL_SSL
+        listener (SCRAM-SHA-512, user `SCRAM_USER`) and an SSL listener requiring a client certificate, with
+        certificates and a password generated into `state_dir/secured` (kept there for later `up`s)."""
         running = self.state()
         if running is not None:
             raise LocalKafkaError(
@@ -233,16 +314,28 @@ class LocalKafka:
         data_dir = self.state_dir / "data"
         config_file = self.state_dir / "server.properties"
         log_file = self.state_dir / "broker.log"
-        config_file.write_text(_server_properties(port, controller_port, data_dir))
+        proxied = (_free_port(), proxy_port) if proxy_port is not None else None
+        secured_at = None
+        scram: list[str] = []
+        password_file = self.state_dir / "secured" / "sasl-password"
+        if secured:
+            paths = certs.ensure(self.state_dir / "secured")
+            if not password_file.exists():
+                fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(secrets.token_hex(16))  # hex: nothing StorageTool's [name=..,password=..] would split on
+            secured_at = (_free_port(), _free_port(), paths)
+            scram = ["--add-scram",
+                     f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={password_file.read_text().strip()}]"]
+        config_file.write_text(_server_properties(port, controller_port, data_dir, proxied, secured_at))
         classpath = os.path.join(libs, "*")
-        java = shutil.which("java")
-        if java is None:
-            raise LocalKafkaError("java is not on PATH: the local broker needs a JDK (17 or newer)")
+        java = _java()
 
+        formatted_now = False
         if not (data_dir / "meta.properties").exists():
             fmt = subprocess.run(
                 [java, "-cp", classpath, "kafka.tools.StorageTool", "format",
-                 "-t", _kafka_uuid(), "-c", str(config_file)],
+                 "-t", _kafka_uuid(), "-c", str(config_file), *scram],
                 capture_output=True, text=True, check=False,
             )
             if fmt.returncode != 0:
@@ -250,38 +343,89 @@ class LocalKafka:
                     f"formatting KRaft storage in {data_dir} failed: "
                     f"{(fmt.stderr or fmt.stdout).strip().splitlines()[-1:]}"
                 )
+            formatted_now = True
 
-        with log_file.open("ab") as log:
+        state = BrokerState(
+            pid=0, version=self.version, bootstrap=f"127.0.0.1:{port}", port=port,
+            controller_port=controller_port, data_dir=str(data_dir), log_file=str(log_file),
+            config_file=str(config_file), libs=str(libs),
+            proxied_port=proxied[0] if proxied else None,
+            proxied_bootstrap=f"127.0.0.1:{proxied[1]}" if proxied else None,
+        )
+        if secured_at is not None:
+            state = replace(state, sasl_ssl_bootstrap=f"127.0.0.1:{secured_at[0]}",
+                            ssl_bootstrap=f"127.0.0.1:{secured_at[1]}", certs_dir=str(secured_at[2].dir),
+                            sasl_username=SCRAM_USER, sasl_password_file=str(password_file))
+        # Kept data was formatted without this user (or with an older password): add it over PLAINTEXT.
+        return self._launch(state, heap=heap, timeout=timeout, add_scram_user=secured and not formatted_now)
+
+    def _launch(self, state: BrokerState, *, heap: str, timeout: float, add_scram_user: bool = False) -> BrokerState:
+        """Start the broker of `state` (its config file and data as they are), record its pid, wait until it answers."""
+        with Path(state.log_file).open("ab") as log:
             proc = subprocess.Popen(
-                [java, f"-Xmx{heap}", "-Xms256m", "-Djava.awt.headless=true",
+                [_java(), f"-Xmx{heap}", "-Xms256m", "-Djava.awt.headless=true",
                  "-Dorg.slf4j.simpleLogger.showDateTime=true",
                  "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ",
                  "-Dorg.slf4j.simpleLogger.log.kafka.request.logger=warn",
-                 "-cp", classpath, "kafka.Kafka", str(config_file)],
+                 "-cp", state.classpath, "kafka.Kafka", state.config_file],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: a Ctrl-C in our shell does not reach it
             )
-        state = BrokerState(
-            pid=proc.pid, version=self.version, bootstrap=f"127.0.0.1:{port}", port=port,
-            controller_port=controller_port, data_dir=str(data_dir), log_file=str(log_file),
-            config_file=str(config_file), libs=str(libs),
-        )
+        state = replace(state, pid=proc.pid)
         self._state_path.write_text(json.dumps(asdict(state), indent=2))
         try:
+            deadline = time.monotonic() + timeout
             self._wait_ready(proc, state, timeout)
+            if add_scram_user:
+                _upsert_scram_user(state)
+            if state.sasl_ssl_bootstrap is not None:
+                self._wait_ready(proc, state, max(deadline - time.monotonic(), 5.0), secured=True)
         except BaseException:
-            self._stop_pid(proc.pid, config_file=str(config_file))
+            self._stop_pid(proc.pid, config_file=state.config_file)
             self._state_path.unlink(missing_ok=True)
             raise
         return state
 
-    def _wait_ready(self, proc: subprocess.Popen, state: BrokerState, timeout: float) -> None:
+    def kill(self) -> BrokerState:
+        """SIGKILL the running broker, as a crash would: its data stays, unflushed writes may be lost.
+        `restart` starts it again on the same ports and data."""
+        st = self.state()
+        if st is None:
+            raise LocalKafkaError(f"no local broker runs from {self.state_dir}")
+        os.kill(st.pid, signal.SIGKILL)
+        for _ in range(300):
+            _reap(st.pid)
+            # Not _pid_is_our_broker: a dying process's cmdline is empty once its memory is freed, but its
+            # listening sockets close only after that; restart() must find the ports free.
+            if _exited(st.pid):
+                break
+            time.sleep(0.1)
+        return st
+
+    def restart(self, *, timeout: float = 120.0, heap: str = "1g") -> BrokerState:
+        """Start the broker that ran last from this state directory again: same config, ports and data
+        (after `kill`, or a crash). Refuses while it still runs."""
+        if self.state() is not None:
+            raise LocalKafkaError(f"the local broker from {self.state_dir} still runs; stop or kill it first")
+        try:
+            st = BrokerState(**json.loads(self._state_path.read_text()))
+        except FileNotFoundError:
+            raise LocalKafkaError(f"no broker ran from {self.state_dir}: nothing to restart") from None
+        for p in (st.port, st.controller_port, st.proxied_port, *st.secured_ports()):
+            if p is not None:
+                _check_port_free(p)
+        return self._launch(st, heap=heap, timeout=timeout)
+
+    def _wait_ready(self, proc: subprocess.Popen, state: BrokerState, timeout: float, *,
+                    secured: bool = False) -> None:
+        """Until the PLAINTEXT listener answers a metadata request; `secured`: until both secured listeners do
+        (a SCRAM user added at format time is known once the broker has replayed its metadata)."""
         # Imported here: `fetch` and `down` must work even where confluent-kafka is missing.
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": state.bootstrap, "log_level": 0,
-                             "logger": _Silent()})
+        confs = [state.sasl_ssl_config(), state.ssl_config()] if secured else [{"bootstrap.servers": state.bootstrap}]
+        admins = [AdminClient({**c, "log_level": 0, "logger": _Silent()}) for c in confs]
         deadline = time.monotonic() + timeout
         while True:
             code = proc.poll()
@@ -298,14 +442,16 @@ class LocalKafka:
                     + (f": {last[0]}" if last else "") + f" (log: {state.log_file})"
                 )
             try:
-                md = admin.list_topics(timeout=2)
-                if md.brokers:
+                while admins and admins[0].list_topics(timeout=2).brokers:
+                    admins.pop(0)
+                if not admins:
                     return
             except KafkaException:
                 pass
             if time.monotonic() > deadline:
+                where = "its secured listeners" if secured else state.bootstrap
                 raise LocalKafkaError(
-                    f"the local broker at {state.bootstrap} did not answer a metadata request "
+                    f"the local broker at {where} did not answer a metadata request "
                     f"within {timeout:.0f}s (log: {state.log_file})"
                 )
             time.sleep(0.3)
@@ -355,6 +501,45 @@ class LocalKafka:
         if proc.returncode != 0:
             raise LocalKafkaError(f"DumpLogSegments failed on {segment}: {proc.stderr.strip()[-500:]}")
         return proc.stdout
+
+
+def _upsert_scram_user(state: BrokerState) -> None:
+    """Set the SCRAM user's password over the PLAINTEXT listener (data kept from an `up` that did not add it)."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    assert state.sasl_password_file is not None and state.sasl_username is not None
+    admin = AdminClient({"bootstrap.servers": state.bootstrap, "log_level": 0, "logger": _Silent()})
+    upsert = UserScramCredentialUpsertion(
+        state.sasl_username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+        Path(state.sasl_password_file).read_text().strip().encode(), secrets.token_bytes(16))
+    try:
+        for fut in admin.alter_user_scram_credentials([upsert]).values():
+            fut.result(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - any failure here means the secured listener cannot be used
+        raise LocalKafkaError(f"could not add the SCRAM user {state.sasl_username}: {exc}") from None
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise LocalKafkaError("java is not on PATH: the local broker needs a JDK (17 or newer)")
+    return java
+
+
+def _exited(pid: int) -> bool:
+    """True once `pid` has released everything: gone, or a zombie whose other threads have exited too (the JVM's
+    main thread turns zombie first; the sockets close with the last thread)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"]) and threads <= 1
 
 
 def _reap(pid: int) -> None:

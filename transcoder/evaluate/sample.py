@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kafka.partitioner.default import murmur2
 
 from transcoder.codecs import CODEC_OF_ID
-from transcoder.errors import ConfigError, InputError, KafkaUnavailableError
+from transcoder.errors import ConfigError, InputError, KafkaUnavailableError, TopicError
 from transcoder.evaluate.batches import Record, record_size
 from transcoder.kafka.admin import describe, describe_configs
 from transcoder.kafka.clients import client_config, connect_admin
@@ -198,7 +198,17 @@ def _ranges(consumer: Consumer, topic: str, chosen: list[int], records: int | No
         for ms, which in ((since_ms, "start"), (until_ms, "end")):
             if ms is None:
                 continue
-            found = consumer.offsets_for_times([TopicPartition(topic, p, ms)], timeout=10)[0]
+            try:
+                found = consumer.offsets_for_times([TopicPartition(topic, p, ms)], timeout=10)[0]
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() == KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT:
+                    raise TopicError(f"cannot find the offsets of {topic} [{p}] by time: the topic is stored in "
+                                     "message format v0 (before Kafka 0.10), whose records carry no timestamps; "
+                                     "give --records instead of --since/--until", topic=topic, partition=p,
+                                     kafka_error="UNSUPPORTED_FOR_MESSAGE_FORMAT") from exc
+                raise KafkaUnavailableError(f"cannot find the offsets of {topic} [{p}] by time: {err.str()}",
+                                            topic=topic, partition=p) from exc
             at = high if found.offset < 0 else found.offset  # no record at or after that time: the end
             start, end = (max(start, at), end) if which == "start" else (start, min(end, at))
         if start < end:

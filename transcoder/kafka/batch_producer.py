@@ -24,14 +24,20 @@ import kafka.errors
 import structlog
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
 
-from transcoder.pipeline import batching
-from transcoder.pipeline.batching import Accumulator, Outcome
-from transcoder.kafka.protocol import BrokerInfo
 from transcoder.codecs import Codec, encode_batch
 from transcoder.errors import KafkaUnavailableError
+from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.statistics import TopicProduce, Window
+from transcoder.pipeline import batching
+from transcoder.pipeline.batching import Accumulator, Outcome
 
 log = structlog.get_logger("transcoder.batchproducer")
+
+#: A failure that repeats (every retry while Kafka is unreachable fails alike) is logged at once, then at most
+#: once per this many seconds, with a count.
+FAILURE_LOG_INTERVAL_S = 30.0
+#: While every round of the sender fails (Kafka unreachable), the pause between rounds doubles up to this.
+MAX_RETRY_BACKOFF_S = 1.0
 
 Headers = Sequence[tuple[str, bytes | None]]
 #: key, value, headers, timestamp (ms), size (key + value + header bytes)
@@ -41,7 +47,7 @@ _Record = tuple[bytes | None, bytes | None, Headers, int, int]
 class Delivered:
     """A produced record as a delivery callback sees it: the accessors of confluent_kafka.Message."""
 
-    __slots__ = ("_topic", "_partition", "_offset", "_record")
+    __slots__ = ("_offset", "_partition", "_record", "_topic")
 
     def __init__(self, topic: str, partition: int, offset: int, record: _Record) -> None:
         self._topic, self._partition, self._offset, self._record = topic, partition, offset, record
@@ -69,6 +75,38 @@ class Delivered:
 
     def error(self) -> None:
         return None
+
+
+class FailureLog:
+    """Logs failures that repeat with back-off and a count: the first at once, then at most one line per
+    `interval_s` (failures=N since=<first failure>), and one line when the same request succeeds again.
+
+    Kafka unreachable for a minute is hundreds of failed attempts (a metadata request every retry): one line
+    per attempt hid everything else. Time (monotonic seconds) is passed in."""
+
+    def __init__(self, client_id: str, *, interval_s: float = FAILURE_LOG_INTERVAL_S) -> None:
+        self.client_id, self.interval_s = client_id, interval_s
+        #: event -> [failures, first (monotonic), last logged (monotonic), first (ISO, UTC)]
+        self._open: dict[str, list[Any]] = {}
+
+    def failed(self, event: str, now: float, **fields: Any) -> None:
+        st = self._open.get(event)
+        if st is None:
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self._open[event] = [1, now, now, since]
+            log.warning(event, client_id=self.client_id, failures=1, since=since, **fields)
+            return
+        st[0] += 1
+        if now - st[2] >= self.interval_s:
+            st[2] = now
+            log.warning(event, client_id=self.client_id, failures=st[0], since=st[3],
+                        note=f"retrying; logged at most once per {self.interval_s:.0f} s", **fields)
+
+    def succeeded(self, event: str, now: float) -> None:
+        st = self._open.pop(event, None)
+        if st is not None:
+            log.info("kafka_requests_succeed_again", client_id=self.client_id, after=event, failures=st[0],
+                     after_s=round(now - st[1], 1))
 
 
 @dataclass
@@ -110,6 +148,8 @@ class BatchProducer:
         self._producer_id, self._epoch = -1, -1
         self._sequence: dict[tuple[str, int], int] = {}
         self._leaders: dict[tuple[str, int], int] = {}
+        self._failures = FailureLog(client_id)
+        self._failing_rounds = 0  # consecutive sender rounds that delivered nothing and must retry
         # statistics, in librdkafka's terms: batch sizes and record counts since the last emission,
         # and cumulative record bytes and records per topic
         self._batch_bytes: dict[str, list[int]] = {}
@@ -245,8 +285,8 @@ class BatchProducer:
                     self._renew_producer_id(self._request_timeout_ms / 1000)
                 except Exception as renew_exc:  # noqa: BLE001 - the next batches fail and say why
                     log.error("producer_id_renewal_failed", client_id=self.client_id, error=repr(renew_exc))
-            if retry:
-                time.sleep(self._backoff)
+            if retry:  # doubling while every round fails (Kafka unreachable), from retry_backoff_ms
+                time.sleep(min(MAX_RETRY_BACKOFF_S, self._backoff * 2 ** min(self._failing_rounds, 16)))
 
     def _encode(self, tp: tuple[str, int], records: list[_Record]) -> _Batch:
         base = self._sequence.get(tp, 0)
@@ -264,8 +304,9 @@ class BatchProducer:
         if missing:
             try:
                 self._leaders.update(self._info.leaders(missing))
+                self._failures.succeeded("metadata_request_failed", time.monotonic())
             except KPError as exc:
-                log.warning("metadata_request_failed", client_id=self.client_id, error=repr(exc))
+                self._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
         by_leader: dict[int, dict[tuple[str, int], _Batch]] = {}
         retry: dict[tuple[str, int], _Batch] = {}
         for tp, b in batches.items():
@@ -281,11 +322,12 @@ class BatchProducer:
                 answers = self._info.produce({tp: b.payload for tp, b in group.items()}, leader=leader,
                                              timeout_ms=self._request_timeout_ms)
             except KPError as exc:  # no answer: the outcome is unknown, the same bytes go again
-                log.warning("produce_request_failed", client_id=self.client_id, leader=leader, error=repr(exc))
+                self._failures.failed("produce_request_failed", time.monotonic(), leader=leader, error=repr(exc))
                 for tp in group:
                     self._leaders.pop(tp, None)
                 retry.update(group)
                 continue
+            self._failures.succeeded("produce_request_failed", time.monotonic())
             for tp, b in group.items():
                 code, base_offset = answers.get(tp, (13, -1))  # no answer for it: NETWORK_EXCEPTION
                 kind = kafka.errors.for_code(code)
@@ -320,6 +362,7 @@ class BatchProducer:
                 done.append((KafkaError(KafkaError._MSG_TIMED_OUT, f"{tp[0]} [{tp[1]}]: not acknowledged within "
                                                                    f"{self._delivery_timeout:.0f} s"), b, -1))
         self._finish(done)
+        self._failing_rounds = self._failing_rounds + 1 if retry and not done else 0
         if renew:
             self._renew_producer_id(self._request_timeout_ms / 1000)
             retry = {tp: self._encode(tp, b.records) for tp, b in retry.items()}

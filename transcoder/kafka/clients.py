@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +13,8 @@ import structlog
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from transcoder.errors import KafkaUnavailableError
+from transcoder.config import SECRET_PROPERTIES
+from transcoder.errors import ConfigError, KafkaUnavailableError
 from transcoder.logs import RDKAFKA_LOGGER
 
 #: librdkafka's logs go to this stdlib logger; it is quiet below WARNING unless asked.
@@ -22,9 +25,27 @@ class ErrorTracker:
 
     def __init__(self) -> None:
         self.last: KafkaError | None = None
+        self.at = 0.0  # time.monotonic() of the last error
+        #: the last error that says why (librdkafka follows each with a bare "N/N brokers are down")
+        self.cause: KafkaError | None = None
 
     def __call__(self, err: KafkaError) -> None:
         self.last = err
+        self.at = time.monotonic()
+        if err.code() != KafkaError._ALL_BROKERS_DOWN:
+            self.cause = err
+
+    def unreachable_since(self, after: float) -> KafkaError | None:
+        """The last error, if it came after `after` (monotonic) and says no broker can be reached."""
+        last = self.last
+        if last is not None and self.at > after and last.code() in _UNREACHABLE:
+            return last
+        return None
+
+
+#: librdkafka's errors for a cluster it cannot reach (every broker down, a connection failing or timing out).
+_UNREACHABLE = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                          KafkaError._RESOLVE})
 
 
 def retriable(err: KafkaError) -> bool:
@@ -52,25 +73,92 @@ def client_config(base: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
 
 def _why(conf: Mapping[str, Any], exc: BaseException | None) -> str:
     tracker = conf.get("error_cb")
-    if isinstance(tracker, ErrorTracker) and tracker.last is not None:
-        return tracker.last.str()
+    if isinstance(tracker, ErrorTracker) and (tracker.cause or tracker.last) is not None:
+        return (tracker.cause or tracker.last).str()  # type: ignore[union-attr]
     if isinstance(exc, KafkaException) and exc.args:
         err = exc.args[0]
         return err.str() if isinstance(err, KafkaError) else str(err)
     return str(exc) if exc else "no answer"
 
 
+#: librdkafka's prefix naming the broker connection ("sasl_ssl://host:port/bootstrap: ") and suffix
+#: ("(after 12ms in state AUTH_REQ)"): noise in a one-line error that already names the bootstrap address.
+_BROKER_PREFIX = re.compile(r"^\S+://\S+/(?:bootstrap|\d+): |^[\w.-]+:\d+/(?:bootstrap|\d+): ")
+_AFTER_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+_OPENSSL_CODE = re.compile(r"error:[0-9A-F]+:SSL routines::")
+
+
+def security_hint(conf: Mapping[str, Any], err: KafkaError | None) -> str | None:
+    """What a connection error most likely means for the client's security settings, or None.
+
+    librdkafka reports a wrong password, an untrusted certificate or a listener that speaks another security
+    protocol as transport errors; this names the setting to check. Reads only non-secret properties.
+    """
+    protocol = str(conf.get("security.protocol", "plaintext")).upper()
+    if err is None or err.code() == KafkaError._ALL_BROKERS_DOWN:
+        # The broker closed every connection without a TLS or SASL error: what a listener does when the client
+        # speaks another protocol (PLAINTEXT to a TLS listener, a metadata request before SASL).
+        return (f"the broker closed every connection before answering: the security protocol likely mismatches "
+                f"(security.protocol={protocol}; does the listener expect TLS, SASL, or neither?)")
+    text = err.str()
+    if "connecting to a PLAINTEXT broker listener" in text or (
+            "closed by peer" in text and "state SSL_HANDSHAKE" in text):
+        return (f"the security protocol likely mismatches: security.protocol={protocol} but the listener "
+                f"speaks PLAINTEXT")
+    if err.code() == KafkaError._AUTHENTICATION:
+        m = re.search(r"broker's supported mechanisms: *([^()]*)", text)
+        if m is not None and not m.group(1).strip():
+            return (f"the security protocol likely mismatches: security.protocol={protocol} but the listener "
+                    f"offers no SASL mechanism")
+        if m is not None:
+            return f"sasl.mechanism={conf.get('sasl.mechanism', 'GSSAPI')} is not one the listener offers"
+        return "check sasl.username and sasl.password"
+    if "certificate verify failed" in text:
+        ca = conf.get("ssl.ca.location") or ("ssl.ca.pem" if conf.get("ssl.ca.pem") else None)
+        return ("the broker's certificate is not signed by a CA the "
+                + (f"client trusts (ssl.ca.location={ca})" if ca else "system trusts: set ssl.ca.location")
+                + ", or does not name the bootstrap host")
+    if "alert bad certificate" in text or "alert certificate required" in text:
+        return ("the broker requires a client certificate it trusts (mTLS): set ssl.certificate.location and "
+                "ssl.key.location" + (" (or is this not the SASL_SSL listener?)" if protocol == "SASL_SSL" else ""))
+    if "alert certificate unknown" in text or "alert unknown ca" in text:
+        return "the broker does not trust the client certificate (mTLS): is it signed by a CA in its truststore?"
+    if err.code() == KafkaError._TRANSPORT and "Disconnected" in text:
+        return security_hint(conf, None)
+    return None
+
+
+def _unavailable(conf: Mapping[str, Any], exc: BaseException, timeout: float) -> KafkaUnavailableError:
+    """The one-line error of a client that got no answer: librdkafka's reason, and what it likely means."""
+    bootstrap = conf.get("bootstrap.servers", "<unset>")
+    tracker = conf.get("error_cb")
+    cause = tracker.cause if isinstance(tracker, ErrorTracker) else None
+    refused = cause is not None and cause.code() in (KafkaError._TRANSPORT, KafkaError._RESOLVE) and (
+        "Connection refused" in cause.str() or cause.code() == KafkaError._RESOLVE)
+    hint = None if refused or not isinstance(tracker, ErrorTracker) or tracker.last is None \
+        else security_hint(conf, cause)
+    if hint is None:
+        return KafkaUnavailableError(f"cannot reach Kafka at {bootstrap} within {timeout:g}s: {_why(conf, exc)}")
+    if cause is None:
+        why = ""
+    elif "certificate verify failed" in cause.str():  # OpenSSL's codes and librdkafka's install advice: noise
+        why = "TLS certificate verification failed; "
+    else:
+        why = _OPENSSL_CODE.sub("", _AFTER_SUFFIX.sub("", _BROKER_PREFIX.sub("", cause.str()))) + "; "
+    # Not retriable: a password, a certificate or a protocol does not fix itself.
+    return KafkaUnavailableError(f"cannot connect to Kafka at {bootstrap}: {why}{hint}", retriable=False,
+                                 kafka_error=cause.name() if cause is not None else None)
+
+
 def connect_admin(base: Mapping[str, Any], *, timeout: float = 10.0) -> tuple[AdminClient, ClusterMetadata]:
     """An AdminClient that has answered a metadata request, or KafkaUnavailableError saying why."""
     conf = client_config(base)
-    bootstrap = conf.get("bootstrap.servers", "<unset>")
     admin = AdminClient(conf)
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise KafkaUnavailableError(
-            f"cannot reach Kafka at {bootstrap} within {timeout:g}s: {_why(conf, exc)}"
-        ) from exc
+        admin.poll(0)  # serves error_cb: the connection errors behind the timeout
+        raise _unavailable(conf, exc, timeout) from exc
     return admin, md
 
 
@@ -81,3 +169,32 @@ def start_threads(client: Any) -> None:
         client.list_topics(timeout=10)
     except KafkaException as exc:
         structlog.get_logger("transcoder.clients").warning("metadata_request_failed", error=str(exc.args[0]))
+
+
+#: librdkafka's wording when rd_kafka_new (not one property) refuses a config: the client kind is noise here.
+_FAILED_TO_CREATE = re.compile(r"^Failed to create [\w ]+: ")
+
+
+def check_properties(base: Mapping[str, Any], where: str) -> None:
+    """ConfigError naming what librdkafka refuses in `base` (an unknown property, a value of the wrong type or
+    out of range, settings that contradict each other) and why; `where` names the config section.
+
+    A throwaway client without bootstrap servers is built and dropped: it connects nowhere, and what it logs
+    goes nowhere. The reason never shows a secret's value (it is replaced by ***).
+    """
+    conf = {k: v for k, v in base.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
+    # A logger of its own, in no hierarchy, never enabled: what the throwaway client logs (no bootstrap servers,
+    # the refused property) is said by the error, once.
+    conf["logger"] = logging.Logger("transcoder.property-check", logging.CRITICAL + 1)  # noqa: LOG001
+    try:
+        AdminClient(conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        err = exc.args[0] if exc.args else exc
+        reason = err.str() if isinstance(err, KafkaError) else str(err)
+        reason = " ".join(_FAILED_TO_CREATE.sub("", reason.strip()).split())
+        for key in SECRET_PROPERTIES:
+            secret = str(base.get(key) or "")
+            if secret:
+                reason = reason.replace(secret, "***")
+        raise ConfigError(f"{where}: {reason}: fix or remove the property (librdkafka's CONFIGURATION.md lists "
+                          "them)") from None

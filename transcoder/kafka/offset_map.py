@@ -64,11 +64,14 @@ class LaneHealth:
 class OffsetMapRecorder:
     """Builds runs from delivery reports (`add`, from the writer's delivery callbacks) and stores them (`flush`)."""
 
-    def __init__(self, config: Config, client_id: str, *, make: Callable[[dict[str, Any]], Any] = Producer) -> None:
+    def __init__(self, config: Config, client_id: str, *, make: Callable[[dict[str, Any]], Any] = Producer,
+                 external: bool = False) -> None:
+        """`external`: the map is written by a producer given later (`write_through`): exactly-once writes
+        it in the lane's own transactions, so a map entry is visible exactly when its records are."""
         self.topic = config.offset_map_topic
         self.builder = MapBuilder()
         self.add = self.builder.add
-        self._producer = make(client_config(config.target_cluster.librdkafka(), **{
+        self._producer: Any = None if external else make(client_config(config.target_cluster.librdkafka(), **{
             "client.id": client_id, "enable.idempotence": True, "linger.ms": 5, "compression.type": "zstd",
         }))
         #: (destination, partition) -> (key, the single run last stored under it): a run still growing
@@ -76,6 +79,16 @@ class OffsetMapRecorder:
         self._failed: list[str] = []
         self._health: dict[str, tuple[int, int | None]] = {}
         self._health_at = 0.0
+
+    def write_through(self, producer: Any) -> None:
+        """Write the map with `producer` from now on (a transactional producer: within its transactions)."""
+        self._producer = producer
+
+    def discard(self) -> None:
+        """Drop what was added since the last flush (its records' transaction was aborted)."""
+        self.builder.take()
+        self._growing.clear()
+        self._failed.clear()
 
     def _delivered(self, err: KafkaError | None, _msg: Any) -> None:
         if err is not None:
@@ -132,7 +145,8 @@ class OffsetMapRecorder:
         return left == 0
 
     def close(self, timeout: float) -> None:
-        self._producer.flush(timeout)
+        if self._producer is not None:
+            self._producer.flush(timeout)
 
 
 def read(config: Config, destination_topic: str, *, timeout: float = 60.0

@@ -24,12 +24,36 @@ _KAFKA_PYTHON_NAMES = {
 
 PRODUCE_API_KEY = 0
 
+#: kafka-python waits up to 30 s (doubling from 50 ms) before reconnecting to a broker it could not reach: after
+#: an outage of a minute the batch producer stayed cut off for up to 30 s more. librdkafka's clients reconnect
+#: within reconnect.backoff.max.ms (10 s); this one within a second.
+RECONNECT_BACKOFF_MAX_MS = 1000
+
+
+#: librdkafka properties that hold PEM text itself -> the kafka-python argument that takes a file of it.
+_PEM_PROPERTIES = {"ssl.ca.pem": "ssl_cafile", "ssl.certificate.pem": "ssl_certfile", "ssl.key.pem": "ssl_keyfile"}
+
+
+def _pem_file(text: str) -> str:
+    """A private (0600) file holding `text`, removed when the process exits: kafka-python reads PEM from files."""
+    import atexit
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="transcoder-", suffix=".pem")  # mode 0600
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return path
+
 
 def kafka_python_config(librdkafka: Mapping[str, Any]) -> dict[str, Any]:
     conf: dict[str, Any] = {"bootstrap_servers": str(librdkafka["bootstrap.servers"]).split(",")}
     for k, v in librdkafka.items():
         if k in _KAFKA_PYTHON_NAMES:
             conf[_KAFKA_PYTHON_NAMES[k]] = str(v).upper() if k.startswith("sasl.mech") or k == "security.protocol" else v
+        elif k in _PEM_PROPERTIES:
+            conf[_PEM_PROPERTIES[k]] = _pem_file(str(v))
     if str(librdkafka.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
         conf["ssl_check_hostname"] = False
     return conf
@@ -50,7 +74,8 @@ class BrokerInfo:
 
             try:
                 self._admin = KafkaAdminClient(request_timeout_ms=self._timeout_ms,
-                                               bootstrap_timeout_ms=self._timeout_ms, **self._conf)
+                                               bootstrap_timeout_ms=self._timeout_ms,
+                                               reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS, **self._conf)
             except KPError as exc:
                 raise KafkaUnavailableError(
                     f"cannot reach Kafka at {','.join(self._conf['bootstrap_servers'])}: {exc}") from exc

@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import structlog
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from transcoder.codecs import ZSTD_MIN_PRODUCE_VERSION, broker_recompresses
 from transcoder.config import Config
 from transcoder.errors import TopicError
-from transcoder.kafka.admin import TopicShape, create_topic, describe, describe_configs
-from transcoder.kafka.clients import connect_admin
+from transcoder.kafka.admin import TopicConfigs, TopicShape, create_topic, describe, describe_configs
+from transcoder.kafka.clients import check_properties, connect_admin
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.pipeline import routes
 from transcoder.pipeline.routes import Plan
@@ -83,14 +84,83 @@ def zstd_problem(plan: Plan, max_produce_version: int | None) -> str | None:
             "upgrade the brokers or choose another codec")
 
 
+@dataclass(frozen=True)
+class BrokerFormat:
+    """The record format settings of destination brokers that may store the old format: ZooKeeper-mode brokers
+    below inter.broker.protocol.version 3.0 (from 3.0 on, and in KRaft, every topic is v2: KIP-724)."""
+
+    inter_broker_protocol: str
+    message_format: str  # log.message.format.version: the format of topics that do not set their own
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """'0.10.2-IV1' -> (0, 10, 2); anything unparsable as new (the check then stays out of the way)."""
+    try:
+        return tuple(int(n) for n in text.split("-")[0].split("."))
+    except ValueError:
+        return (99,)
+
+
+def broker_format(admin: AdminClient) -> BrokerFormat | None:
+    """One destination broker's format settings; None when its topics are v2 whatever they say (no IBP
+    config, as in Kafka 4, or IBP >= 3.0) or its configs cannot be read (then a produce error says it)."""
+    try:
+        broker = min(admin.list_topics(timeout=10).brokers)
+        res = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+        entries = admin.describe_configs([res], request_timeout=30)[res].result()
+    except (KafkaException, ValueError):
+        return None
+    ibp = getattr(entries.get("inter.broker.protocol.version"), "value", None)
+    fmt = getattr(entries.get("log.message.format.version"), "value", None)
+    if not ibp or _version(ibp) >= (3, 0):
+        return None
+    return BrokerFormat(ibp, fmt or ibp)
+
+
+def format_problem(topic: str, codec: str, message_format: str, inter_broker_protocol: str) -> str | None:
+    """Why `topic`, stored in `message_format` by brokers at `inter_broker_protocol`, cannot take transcoder's
+    batches: its producers are idempotent, which needs the v2 record format (message format 0.11.0 or newer;
+    older formats refuse them with UNSUPPORTED_FOR_MESSAGE_FORMAT), and zstd needs v2 and IBP 2.1."""
+    fmt = _version(message_format)
+    if fmt < (0, 11):
+        magic = 0 if fmt < (0, 10) else 1
+        why = ("zstd needs the v2 record format (message format 0.11.0 or newer, Kafka 2.1 brokers), and so do "
+               "transcoder's idempotent producers" if codec == "zstd" else
+               "transcoder's idempotent producers need the v2 record format (message format 0.11.0 or newer)")
+        return (f"destination {topic} would be stored in message format {message_format} (v{magic}): {why}; "
+                f"set message.format.version=2.1 on {topic} (create it with that config) or raise the brokers' "
+                "log.message.format.version, or copy to a newer cluster")
+    if codec == "zstd" and _version(inter_broker_protocol) < (2, 1):
+        return (f"destination {topic}: zstd needs inter.broker.protocol.version 2.1 or newer and the destination "
+                f"brokers run {inter_broker_protocol}, so they would refuse it with UNSUPPORTED_COMPRESSION_TYPE: "
+                "raise it or choose another codec")
+    return None
+
+
+def dlq_size_problem(dlq_topic: str, dlq_configs: Mapping[str, str],
+                     source_configs: Mapping[str, TopicConfigs]) -> str | None:
+    """Why an existing dead-letter topic could refuse a record its source accepted: a smaller max.message.bytes."""
+    sizes = {name: int(c.effective.get("max.message.bytes", "0")) for name, c in source_configs.items()}
+    if not sizes:
+        return None
+    source = max(sorted(sizes), key=lambda n: sizes[n])
+    have = int(dlq_configs.get("max.message.bytes", "0"))
+    if have >= sizes[source]:
+        return None
+    return (f"dead-letter topic {dlq_topic} has max.message.bytes={have}, smaller than source {source}'s "
+            f"{sizes[source]}: a record the source accepted could not be dead-lettered; raise it with `kafka-configs "
+            f"--alter --entity-type topics --entity-name {dlq_topic} --add-config max.message.bytes={sizes[source]}`")
+
+
 def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str | None,
-              max_produce_version: int | None) -> Provision:
+              max_produce_version: int | None, broker: BrokerFormat | None = None) -> Provision:
     """Check everything before a record is copied; TopicError naming every problem found.
 
     Checks: sources exist; the destination broker speaks zstd (Produce v7, Kafka 2.1) when a
-    target needs it; existing destinations have the source's partition count, a
+    target needs it; destinations are stored in the v2 record format (`broker`: the destination brokers'
+    format settings, None when they store v2 only); existing destinations have the source's partition count, a
     compression.type that keeps batches as produced (or allow_broker_recompression), and a
-    max.message.bytes no smaller than the source's.
+    max.message.bytes no smaller than the source's; an existing dead-letter topic, one no smaller than any source's.
     """
     problems: list[str] = []
     sources: dict[str, TopicShape] = {}
@@ -118,6 +188,12 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
         cfg = src_cfg[source]
         create = destination_configs(cfg.effective, cfg.explicit)
         shape = existing[name]
+        if broker is not None:
+            fmt = (broker.message_format if shape is None else
+                   dst_cfg[name].effective.get("message.format.version", broker.message_format))
+            problem = format_problem(name, d.codec, fmt, broker.inter_broker_protocol)
+            if problem:
+                problems.append(problem)
         if shape is None:
             destinations.append(DestinationTopic(name, source, target.name, d.label, want_parts, False, create,
                                                  create["compression.type"]))
@@ -143,6 +219,10 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
     if dlq_topic:
         shape = describe(dst, dlq_topic)
         biggest = max((int(c.effective.get("max.message.bytes", "1048588")) for c in src_cfg.values()), default=0)
+        if shape is not None:
+            problem = dlq_size_problem(dlq_topic, describe_configs(dst, [dlq_topic])[dlq_topic].effective, src_cfg)
+            if problem:
+                problems.append(problem)
         dlq = DestinationTopic(dlq_topic, "", "dlq", "zstd", shape.partitions if shape else 1, shape is not None,
                                {"max.message.bytes": str(max(biggest, 1048588)), "compression.type": "producer"},
                                "producer")
@@ -174,6 +254,12 @@ class Prepared:
 
 def prepare(config: Config, *, create: bool) -> Prepared:
     """Every pre-flight check of a config, for every engine; with `create`, also create missing destinations."""
+    # librdkafka's verdict on cluster.config first: before any connection, and before anything is created.
+    check_properties(config.cluster.librdkafka(), "cluster.config (the source cluster" +
+                     (")" if config.destination_cluster is not None else " and destination cluster)"))
+    if config.destination_cluster is not None:
+        check_properties(config.destination_cluster.librdkafka(),
+                         "destination_cluster.config (the destination cluster)")
     src, src_md = connect_admin(config.cluster.librdkafka())
     if config.destination_cluster is not None:
         dst, _ = connect_admin(config.destination_cluster.librdkafka())
@@ -185,7 +271,8 @@ def prepare(config: Config, *, create: bool) -> Prepared:
     finally:
         info.close()
     plan = routes.plan(config, src_md.topics)
-    provision = preflight(src, dst, plan, dlq_topic=config.errors.dlq_topic, max_produce_version=produce_version)
+    provision = preflight(src, dst, plan, dlq_topic=config.errors.dlq_topic, max_produce_version=produce_version,
+                          broker=broker_format(dst))
     created = create_missing(dst, provision) if create else []
     if create and config.migration is not None:  # the lanes record the offset map (`transcoder migrate`)
         from transcoder.kafka import offset_map

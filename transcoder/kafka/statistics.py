@@ -117,3 +117,17 @@ def consumer_lag(stats: Mapping[str, Any]) -> dict[tuple[str, int], int]:
             if lag >= 0:
                 out[(name, int(key))] = lag
     return out
+
+
+def stable_offsets(stats: Mapping[str, Any]) -> dict[tuple[str, int], int]:
+    """The last stable offset (read_committed's end) per assigned partition librdkafka has one for: lag is
+    computed from it where the consumer commits no offsets itself (exactly-once: they go in transactions)."""
+    out = {}
+    for name, t in stats.get("topics", {}).items():
+        for key, p in t.get("partitions", {}).items():
+            if key == "-1" or not p.get("desired", True):
+                continue
+            end = int(p.get("ls_offset", -1))
+            if end >= 0:
+                out[(name, int(key))] = end
+    return out

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import structlog
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from transcoder.codecs import built_here
-from transcoder.config import Config
+from transcoder.config import Batch, Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import BatchProducer, Delivered
 from transcoder.kafka.clients import client_config, start_threads
@@ -44,6 +44,9 @@ BATCH_REFUSALS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIS
                             KafkaError.INVALID_RECORD})
 
 Record = Message | Delivered
+
+#: Errors with which Kafka tells a transactional producer that a newer one with its transactional.id took over.
+_FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 
 
 class WriterMetrics(Protocol):
@@ -98,7 +101,7 @@ def producer_config(config: Config, client_id: str, target: Target,
         "linger.ms": d.batch.linger_ms,
         "batch.size": d.batch.max_bytes,
         "batch.num.messages": d.batch.max_records,
-        "message.max.bytes": max(LARGEST_RECORD, d.batch.max_bytes + 65536),
+        "message.max.bytes": max(LARGEST_RECORD, d.batch.max_bytes + Batch.PRODUCER_MARGIN_BYTES),
         # The engine stops reading at max_in_flight_bytes; the queue only has to be larger.
         "queue.buffering.max.kbytes": min(2 * config.max_in_flight_bytes // 1024 + 1024, 2**31 - 1),
         "queue.buffering.max.messages": 10_000_000,
@@ -155,9 +158,19 @@ class Writer:
         #: Failed records so far (dead-lettered or fatal), and when the last one was (epoch ms): the cutover gate.
         self.errors_total = 0
         self.last_error_ms: int | None = None
+        #: exactly-once: the one target's producer is transactional; it is made by `begin_transactions`, with the
+        #: transactional id of the partitions assigned, and the offset map is written in its transactions.
+        self.transactional = config.guarantee == "exactly-once"
+        if self.transactional and len(targets) != 1:
+            raise TranscoderError(f"lane {name}: exactly-once needs one destination per lane, not {len(targets)}")
+        self.transactional_id: str | None = None
+        self._txn_errors: Any = None  # the transactional producer's error_cb (an ErrorTracker): why it failed
+        #: the librdkafka producers' error_cb (ErrorTracker): whether the destination cluster can be reached
+        self.error_trackers: list[Any] = []
         #: With a `migration:` section, where each delivered record came from (the offset map); else None.
         self.offset_map = OffsetMapRecorder(config, f"transcoder-{name}-offset-map", make=lambda conf: create(
-            "offset-map", lambda: Producer(conf), start_threads)) if config.migration is not None else None
+            "offset-map", lambda: Producer(conf), start_threads), external=self.transactional) \
+            if config.migration is not None else None
         self._isolators: dict[str, Producer] = {}  # target name -> a producer that sends one record per batch
         self.producers: list[Producer | BatchProducer] = []
         #: source topic -> [(produce, destination topic)]
@@ -166,6 +179,10 @@ class Writer:
             dests = {target.topic_for(s) for s in target.sources}
             only = next(iter(dests)) if len(dests) == 1 else None
             client_id = self._client_id(target)
+            if self.transactional:
+                # A refused batch fails the transaction: nothing is re-sent outside it.
+                self._txn_target = (target, self._delivery_callback(only, resend_refused=False), client_id)
+                continue
             if built_here(target.destination.codec, target.destination.level):
                 # Its batches are split until they fit: a failure is already one record's.
                 cb = self._delivery_callback(only, resend_refused=False)
@@ -173,8 +190,9 @@ class Writer:
                     config, c, t, cb, self._produced), lambda c: c.start())
             else:
                 cb = self._delivery_callback(only, resend_refused=True)
-                p = create("produce", lambda t=target, cb=cb, c=client_id: Producer(producer_config(
-                    config, c, t, cb, self._on_producer_stats)), start_threads)
+                conf = producer_config(config, client_id, target, cb, self._on_producer_stats)
+                self.error_trackers.append(conf["error_cb"])
+                p = create("produce", lambda conf=conf: Producer(conf), start_threads)
             self.producers.append(p)
             for s in target.sources:
                 self.routes[s].append((p.produce, target.topic_for(s)))
@@ -185,6 +203,126 @@ class Writer:
                 "compression.type": "zstd", "message.max.bytes": LARGEST_RECORD + 65536,
                 "linger.ms": 50,
             }))
+
+    # ------------------------------------------------------------------ exactly-once
+    def begin_transactions(self, transactional_id: str, timeout: float) -> None:
+        """Make the transactional producer of `transactional_id` (the lane's partitions), fence any earlier
+        holder of that id (init_transactions aborts what it left open) and begin a transaction.
+
+        Called on every assignment; the previous producer has committed or aborted (no transaction is open)."""
+        target, cb, client_id = self._txn_target
+        for old in self.producers:
+            old.flush(timeout)
+        self.producers = []
+        for routes in self.routes.values():
+            routes.clear()
+        conf = producer_config(self.config, client_id, target, cb, self._on_producer_stats)
+        conf.update({"transactional.id": transactional_id,
+                     "transaction.timeout.ms": self.config.transaction_timeout_ms})
+        self._txn_errors = conf["error_cb"]
+        self.error_trackers = [self._txn_errors]
+        p = self._create("produce", lambda: Producer(conf), None)
+        try:
+            p.init_transactions(timeout)
+            p.begin_transaction()
+        except KafkaException as exc:
+            raise self._transaction_error("could not start transactions", exc.args[0], transactional_id) from None
+        self.transactional_id = transactional_id
+        self.producers.append(p)
+        for s in target.sources:
+            self.routes[s].append((p.produce, target.topic_for(s)))
+        if self.offset_map is not None:
+            self.offset_map.write_through(p)
+
+    def commit_transaction(self, offsets: list[TopicPartition], group: Any, timeout: float) -> None:
+        """Deliver what the transaction holds, add its offset map and the consumer's `offsets`, commit, and
+        begin the next transaction. KafkaException when the transaction must be aborted (`abort_transaction`);
+        TranscoderError when this producer is fenced or a record failed."""
+        p = self.producers[0]
+        if self._txn_call(p.flush, timeout):
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"records not delivered within {timeout:.0f} s",
+                                            txn_requires_abort=True))
+        self.handle_failures()
+        if self.offset_map is not None:
+            for dest in self.source_of:
+                self.offset_map.health(dest, self.errors_total, self.last_error_ms)
+            self.offset_map.flush(timeout)
+        deadline = time.monotonic() + timeout
+        steps = [lambda left: p.send_offsets_to_transaction(offsets, group, left)] if offsets else []
+        steps.append(p.commit_transaction)
+        for step in steps:
+            while True:  # a retriable error (a timeout): the same call again, as librdkafka asks, until the deadline
+                try:
+                    step(max(1.0, deadline - time.monotonic()))
+                    break
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    if err.txn_requires_abort():
+                        raise
+                    if not err.retriable() or time.monotonic() >= deadline:
+                        raise self._transaction_error("could not commit", err, self.transactional_id) from None
+                    log.warning("transaction_commit_retried", writer=self.name, error=err.str())
+        p.begin_transaction()
+
+    def abort_transaction(self, timeout: float) -> None:
+        """Abort the open transaction, forget what it held (its records' reports, failures and map entries:
+        the caller reads them again from the last commit) and begin the next one."""
+        p = self.producers[0]
+        # What can still be delivered is, first: an abort racing the partitions' AddPartitionsToTxn fails
+        # with INVALID_TXN_STATE (librdkafka issue 4849). The abort purges the rest.
+        self._txn_call(p.flush, min(timeout, 5.0))
+        # Kafka unreachable: the abort times out with a retriable error, and the same call resumes it. It is
+        # retried as long as the broker could still abort it for us (transaction_timeout_ms), then given up.
+        deadline = time.monotonic() + max(timeout, self.config.transaction_timeout_ms / 1000 + 30)
+        while True:
+            try:
+                p.abort_transaction(timeout)
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() or time.monotonic() >= deadline:
+                    raise self._transaction_error("could not abort", err, self.transactional_id) from None
+                log.warning("transaction_abort_retried", writer=self.name, error=err.str())
+        self._txn_call(p.poll, 0)  # the aborted records' reports: their ledger entries are dropped below
+        self.failures.clear()
+        self._refused.clear()
+        self.ledger.reset()
+        if self.offset_map is not None:
+            self.offset_map.discard()
+        p.begin_transaction()
+
+    def _txn_call(self, call: Callable[[float], int], timeout: float) -> int:
+        """flush or poll of the transactional producer. Once it is fenced (or failed otherwise for good),
+        confluent-kafka raises from inside its delivery callbacks (KafkaException or SystemError): one error
+        that says why instead."""
+        try:
+            return call(timeout)
+        except (KafkaException, SystemError) as exc:
+            raise self._txn_fatal(exc) from None
+
+    def _txn_fatal(self, exc: BaseException | None = None) -> TranscoderError:
+        # The error raised from the callback says why itself (a SystemError carries it as its cause); the error
+        # callback may not have been served yet.
+        cause = exc
+        while cause is not None and not isinstance(cause, KafkaException):
+            cause = cause.__cause__ or cause.__context__
+        raised = cause.args[0] if cause is not None and cause.args else None
+        if isinstance(raised, KafkaError) and (raised.fatal() or raised.name() in _FENCED):
+            return self._transaction_error("stopped", raised, self.transactional_id)
+        last = self._txn_errors.last if self._txn_errors is not None else None
+        if last is not None and last.fatal():
+            return self._transaction_error("stopped", last, self.transactional_id)
+        fenced = next((f for f in self.failures if f.code in _FENCED), None)
+        if fenced is not None:
+            return self._transaction_error("stopped", KafkaError(KafkaError._FENCED, fenced.reason),
+                                           self.transactional_id)
+        return DeliveryError(f"lane {self.name}: the transactional producer failed: {exc}")
+
+    def _transaction_error(self, what: str, err: KafkaError, transactional_id: str | None) -> TranscoderError:
+        fenced = err.name() in _FENCED
+        why = ("another instance took over transactional.id " + str(transactional_id) +
+               " (it was assigned the same partitions): this one stops") if fenced else err.str()
+        return DeliveryError(f"lane {self.name}: {what} a transaction: {why}", kafka_error=err.name())
 
     def _client_id(self, target: Target) -> str:
         return f"transcoder-{self.name}-{target.name}" if self.name != target.name else f"transcoder-{target.name}"
@@ -399,6 +537,8 @@ class Writer:
         """Dead-letter each failed record (errors.tolerance=all), or raise DeliveryError naming it."""
         if self.fatal is not None:
             raise self.fatal
+        if self.transactional and any(f.code in _FENCED for f in self.failures):
+            raise self._txn_fatal()  # fenced: every record of the transaction failed for that one reason
         while self.failures:
             f = self.failures.pop(0)
             self.metrics.error(f.code)
@@ -441,7 +581,10 @@ class Writer:
     def poll(self, timeout: float) -> None:
         """Serve delivery reports (waiting up to `timeout` per producer), and send refused records again."""
         for p in self.producers:
-            p.poll(timeout)
+            if self.transactional:
+                self._txn_call(p.poll, timeout)
+            else:
+                p.poll(timeout)
         for p in self._isolators.values():
             p.poll(0)
         if self.dlq is not None:

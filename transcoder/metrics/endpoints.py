@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,12 +12,26 @@ from typing import Any
 
 import structlog
 
+from transcoder.errors import ConfigError
 from transcoder.kafka.provisioning import Prepared
 from transcoder.metrics import status as status_doc
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.registry import Metrics, exposition
 
 log = structlog.get_logger("transcoder.endpoints")
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """Why the endpoints cannot listen on host:port, and which setting chooses another."""
+    where = f"metrics endpoint {host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (f"{where} is already in use (by another transcoder? every instance defaults to port 9308): set "
+                "metrics.port to a free port, or 0 for no endpoints")
+    if isinstance(exc, socket.gaierror):
+        return (f"{where}: metrics.host {host!r} does not resolve ({exc.strerror}): set metrics.host to an address "
+                "of this machine (0.0.0.0: every interface)")
+    return (f"cannot listen on {where}: {exc.strerror or exc}: set metrics.host to an address of this machine and "
+            "metrics.port to a port it may bind (0: no endpoints)")
 
 
 class Endpoints:
@@ -27,7 +43,8 @@ class Endpoints:
         self._server: ThreadingHTTPServer | None = None
 
     def start(self, host: str, port: int) -> int:
-        """Listen on host:port (0: any free port); return the port."""
+        """Listen on host:port (0: any free port); return the port. ConfigError when it cannot (taken, no such
+        address), before anything else has started."""
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,7 +71,10 @@ class Endpoints:
             def log_message(self, *_args: Any) -> None:
                 pass  # one line per scrape would drown the service's own logs
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise ConfigError(_cannot_listen(host, port, exc)) from None
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, name="endpoints", daemon=True).start()
         return self._server.server_address[1]

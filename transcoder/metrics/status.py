@@ -33,6 +33,8 @@ class LaneStatus:
     source_bytes: int = 0  # key + value + headers of the records consumed
     lag: dict[Partition, tuple[int, float]] = field(default_factory=dict)  # -> (records, seconds)
     last_loop: float = field(default_factory=time.monotonic)
+    #: Why the lane cannot copy now (no acknowledgement while records wait, or Kafka unreachable); None: it can.
+    unreachable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,8 @@ def ready(lanes: Sequence[LaneStatus]) -> tuple[bool, str]:
             return False, f"lane {st.name} is {st.state}"
         if st.state == "running" and not st.assigned:
             return False, f"lane {st.name} has no partitions assigned"
+        if st.state == "running" and st.unreachable:
+            return False, f"lane {st.name} cannot copy: {st.unreachable}"
     return True, "ok"
 
 

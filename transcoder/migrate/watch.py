@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, Self
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from transcoder.codecs import CODEC_OF_ID, CODECS
@@ -490,6 +490,11 @@ def _offsets_for_time(admin: AdminClient, topic: str, partitions: Sequence[int],
         try:
             out[tp.partition] = fut.result().offset
         except KafkaException as exc:
+            if getattr(exc.args[0], "code", lambda: None)() == KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT:
+                raise TopicError(f"cannot find the offsets of {topic} [{tp.partition}] at {iso(ms)}: the topic is "
+                                 "stored in message format v0 (before Kafka 0.10), whose records carry no timestamps, "
+                                 "so there is nothing written since a time to sample", topic=topic,
+                                 partition=tp.partition, kafka_error="UNSUPPORTED_FOR_MESSAGE_FORMAT") from exc
             raise KafkaUnavailableError(f"cannot find the offsets of {topic} [{tp.partition}] at {iso(ms)}: "
                                         f"{exc.args[0]}", topic=topic, partition=tp.partition) from exc
     return out

@@ -100,6 +100,13 @@ class Ledger:
             n += sum(self.held.get((topic, partition), {}).values())
         return n
 
+    def reset(self) -> None:
+        """Forget everything (an aborted transaction: its records are read and produced again)."""
+        self.pending.clear()
+        self.next_offset.clear()
+        self.held.clear()
+        self.in_flight_bytes = 0
+
     def forget(self, sources: Iterable[Partition]) -> None:
         """Drop the state of partitions this consumer no longer owns (revoked or lost).
 

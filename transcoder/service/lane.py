@@ -6,6 +6,7 @@ thread's poll calls, so lane state needs no locks; other threads only read snaps
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import structlog
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     OFFSET_INVALID,
     Consumer,
     KafkaError,
@@ -25,7 +27,7 @@ from confluent_kafka import (
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.clients import client_config, start_threads
-from transcoder.kafka.statistics import consumer_lag
+from transcoder.kafka.statistics import consumer_lag, stable_offsets
 from transcoder.kafka.writer import Writer
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.registry import LaneMetrics
@@ -37,6 +39,9 @@ from transcoder.service.scoring import Scorer
 log = structlog.get_logger("transcoder.lane")
 
 _CONSUME_BATCH = 2000
+#: Readiness: records in flight without any acknowledgement for this long (or twice the longest linger) mean
+#: the lane cannot produce.
+STALL_S = 15.0
 
 
 def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
@@ -47,7 +52,8 @@ def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": start,
-        "partition.assignment.strategy": "cooperative-sticky",
+        # exactly-once: eager rebalancing, so every assignment is whole and names the transactional id
+        "partition.assignment.strategy": "roundrobin" if config.guarantee == "exactly-once" else "cooperative-sticky",
         # Aborted transactions are not copied; what the source's readers see is what is copied.
         "isolation.level": "read_committed",
         # Bounded prefetch: memory stays bounded even when every target is slow.
@@ -76,14 +82,21 @@ class Lane:
         self.ledger = self.writer.ledger
         self.status = LaneStatus(name=spec.name, group_id=spec.group_id, acked=self.writer.acked_total,
                                  destinations={d: (s, self.writer.codec_of[d]) for d, s in self.writer.source_of.items()})
-        self.consumer = self.threads.create(
-            (spec.name, "consume"),
-            lambda: Consumer({**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}),
-            start_threads)
+        conf = {**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}
+        self._error_trackers = [conf["error_cb"], *self.writer.error_trackers]
+        self.consumer = self.threads.create((spec.name, "consume"), lambda: Consumer(conf), start_threads)
+        #: readiness: (records read + acknowledged, when that last changed); see _check_progress
+        self._progress = (0, time.monotonic())
+        self._stall_s = max(STALL_S, 2 * max(t.destination.batch.linger_ms for t in spec.targets) / 1000)
         self._assigned: set[Partition] = set()
         self._last_committed: dict[Partition, int] = {}
         self._paused = False
         self._closed = False
+        self._eos = config.guarantee == "exactly-once"
+        #: exactly-once: per partition never committed, the first offset read (where an aborted transaction rewinds to)
+        self._txn_first: dict[Partition, int] = {}
+        self._txn_failed = False
+        self._down_since = 0.0
         #: live scoring's capture (evaluate: in the config); None: off, and the loop does not look further
         self.sampler = scorer.sampler({d: (s, self.writer.target_of[d].destination)
                                        for d, s in self.writer.source_of.items()}, time.monotonic()) \
@@ -92,7 +105,13 @@ class Lane:
     # ------------------------------------------------------------------ callbacks (loop thread)
     def _on_consumer_stats(self, raw: str) -> None:
         now_ms = time.time() * 1000
-        for (topic, partition), lag in consumer_lag(json.loads(raw)).items():
+        stats = json.loads(raw)
+        if self._eos:  # the offsets are committed in transactions, which the consumer's own figure does not see
+            lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in stable_offsets(stats).items()
+                    if tp in self._last_committed}
+        else:
+            lags = consumer_lag(stats)
+        for (topic, partition), lag in lags.items():
             ts = self._committed_ts.get((topic, partition))
             seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
             self._set_lag((topic, partition), lag, seconds)
@@ -115,14 +134,31 @@ class Lane:
             return
         # What the group already committed counts as done: a partition fully copied by an
         # earlier run is caught up without a record of this run.
-        committed = consumer.committed(partitions, timeout=30)
+        # exactly-once: offsets a dead member committed in a transaction still open are unstable until the broker
+        # aborts it (transaction_timeout_ms); librdkafka waits for them (KIP-447), and so does this call.
+        committed = consumer.committed(partitions, timeout=30 if not self._eos
+                                       else 30 + self.config.transaction_timeout_ms / 1000)
         for p in committed:
             if p.offset >= 0:
                 self._last_committed[(p.topic, p.partition)] = p.offset
         if isinstance(self.config.start, datetime):
             self._seek_to_start_time(consumer, partitions, committed)
+        # librdkafka keeps a partition's pause across assignments: one paused by backpressure before it was lost
+        # would stay paused for good once assigned again. It follows the lane's state instead.
+        (consumer.pause if self._paused else consumer.resume)(partitions)
         self.status.assigned = sorted(self._assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
+        if self._eos:
+            self._begin_transactions()
+
+    def _begin_transactions(self) -> None:
+        """exactly-once: the transactional producer of this assignment. Its id is the lane's and the partitions':
+        an instance restarted (or any other) with the same partitions fences this one's open transaction."""
+        parts = ",".join(f"{t}:{p}" for t, p in sorted(self._assigned))
+        tid = f"transcoder-{self.spec.group_id}-{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
+        self.writer.begin_transactions(tid, self.config.shutdown_timeout_s)
+        self._txn_first.clear()
+        log.info("transactions_begun", lane=self.spec.name, transactional_id=tid, partitions=show(sorted(self._assigned)))
 
     def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition],
                             committed: list[TopicPartition]) -> None:
@@ -144,8 +180,11 @@ class Lane:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
         try:
-            self.writer.drain(self.config.shutdown_timeout_s)
-            self._commit(tps)
+            if self._eos:
+                self._commit_transaction(self._assigned, rewind=False)
+            else:
+                self.writer.drain(self.config.shutdown_timeout_s)
+                self._commit(tps)
         except BaseException as exc:  # noqa: BLE001 - raised again from the loop, never lost inside librdkafka
             self._revoke_error = exc
         self._release(tps)
@@ -153,6 +192,11 @@ class Lane:
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
+        if self._eos and self.writer.producers:
+            try:  # another member owns them now: what this transaction holds must not be committed
+                self.writer.abort_transaction(self.config.shutdown_timeout_s)
+            except BaseException as exc:  # noqa: BLE001 - raised again from the loop
+                self._revoke_error = exc
         self._release(tps)  # another member owns them now: nothing may be committed for them
         log.warning("partitions_lost", lane=self.spec.name, partitions=show(tps))
 
@@ -201,6 +245,7 @@ class Lane:
                 if now >= next_commit:
                     self.status.loop_cpu_seconds = time.thread_time() - cpu0
                     self._commit(self._assigned)
+                    self._check_progress(now)
                     self.threads.cpu_by_owner()  # read /proc while this lane's threads live
                     next_commit = now + interval
                     if until_caught_up and self._caught_up():
@@ -224,7 +269,41 @@ class Lane:
         self.metrics.running(False)
         log.info("lane_stopped", lane=self.spec.name, state=self.status.state, records=self.status.records)
 
+    def _check_progress(self, now: float) -> None:
+        """Readiness: the lane cannot copy while records wait and nothing was acknowledged for `_stall_s`, or
+        while a client reports Kafka unreachable and nothing moved since. Logged once when it starts and ends."""
+        mark = self.status.records + sum(self.writer.acked_total.values())
+        last_mark, since = self._progress
+        if mark != last_mark:
+            self._progress = (mark, now)
+            if self.status.unreachable is not None:
+                log.info("lane_copying_again", lane=self.spec.name, after_s=round(now - self._down_since, 1))
+                self.status.unreachable = None
+            return
+        why = None
+        if self.ledger.in_flight_bytes > 0 and now - since >= self._stall_s:
+            why = (f"no acknowledgement for {now - since:.0f} s with {self.ledger.outstanding(self._assigned)} "
+                   "records in flight")
+        else:
+            after = max(since, now - self._stall_s)  # errors keep coming (reconnect attempts) while it lasts
+            err = next((e for t in self._error_trackers if (e := t.unreachable_since(after)) is not None), None)
+            if err is not None:
+                why = f"Kafka unreachable: {err.str()}"
+        if why is not None and self.status.unreachable is None:
+            self._down_since = since
+            log.warning("lane_cannot_copy", lane=self.spec.name, reason=why,
+                        note="retrying; /readyz answers 503 until it can copy again")
+        elif why is None and self.status.unreachable is not None:
+            log.info("lane_copying_again", lane=self.spec.name, after_s=round(now - self._down_since, 1))
+        self.status.unreachable = why
+
     def _copy(self, msgs: list[Any]) -> None:
+        if self._eos and len(self._txn_first) + len(self._last_committed) < len(self._assigned):
+            first = self._txn_first
+            for m in msgs:
+                tp = (m.topic(), m.partition())
+                if tp not in first and tp not in self._last_committed and m.error() is None:
+                    first[tp] = m.offset()
         n, nbytes = self.writer.write(msgs, self._consumer_error)
         if self.sampler is not None and self.sampler.capturing:  # live scoring: a window is open
             self.sampler.offer(msgs)
@@ -254,7 +333,55 @@ class Lane:
             self.writer.poll(0.05)
 
     # ------------------------------------------------------------------ commits
+    def _commit_transaction(self, tps: Iterable[Partition], *, rewind: bool = True) -> None:
+        """exactly-once: commit the open transaction with the consumer's positions; when Kafka makes it abort
+        (a broker outage longer than transaction.timeout.ms, a coordinator move), abort it and read again
+        from the last commit (`rewind`), or leave that to the partitions' next owner."""
+        if not self.writer.producers or self._txn_failed:
+            return  # nothing assigned yet, or the lane failed: its open transaction is aborted
+        tps = list(tps)
+        positions = {(p.topic, p.partition): p.offset
+                     for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
+        offsets = [TopicPartition(t, p, off) for (t, p), off in positions.items()
+                   if off is not None and off >= 0 and off > self._last_committed.get((t, p), -1)]
+        if not offsets:
+            return
+        timeout = self.config.shutdown_timeout_s
+        try:
+            self.writer.commit_transaction(offsets, self.consumer.consumer_group_metadata(), timeout)
+        except KafkaException as exc:
+            err = exc.args[0]
+            log.warning("transaction_aborted", lane=self.spec.name, error=err.str(),
+                        transactional_id=self.writer.transactional_id,
+                        note="its records are read and written again from the last commit")
+            self.writer.abort_transaction(timeout)
+            if rewind:
+                self._rewind(tps)
+            return
+        self.writer.flush_acked()
+        for p in offsets:
+            tp = (p.topic, p.partition)
+            self._last_committed[tp] = p.offset
+            self._txn_first.pop(tp, None)
+            acked = [self.writer.acked_ts.get((d, p.partition)) for d in self.ledger.destinations_of.get(p.topic, ())]
+            if acked and None not in acked:
+                self._committed_ts[tp] = min(acked)  # type: ignore[type-var]
+        self.status.committed = dict(self._last_committed)
+
+    def _rewind(self, tps: list[Partition]) -> None:
+        """Seek each partition back to its last commit (or where this assignment began reading)."""
+        for t, p in tps:
+            off = self._last_committed.get((t, p), self._txn_first.get((t, p)))
+            if off is None and self.config.start == "earliest":
+                off = OFFSET_BEGINNING
+            if off is not None:
+                self.consumer.seek(TopicPartition(t, p, off))
+        log.info("partitions_rewound", lane=self.spec.name, partitions=show(tps))
+
     def _commit(self, tps: Iterable[Partition]) -> None:
+        if self._eos:
+            self._commit_transaction(tps)
+            return
         self.writer.flush_acked()
         self.status.dead_lettered = self.writer.dead_lettered
         tps = list(tps)
@@ -320,12 +447,20 @@ class Lane:
         if self._closed:
             return
         try:
-            if not failed:
-                self.writer.drain(self.config.shutdown_timeout_s)
+            if self._eos:
+                if failed:
+                    self._txn_failed = True  # nothing more is committed, not even by the revoke of close()
+                    if self.writer.producers:
+                        self.writer.abort_transaction(self.config.shutdown_timeout_s)
+                else:
+                    self._commit_transaction(self._assigned, rewind=False)
             else:
-                for p in self.writer.producers:
-                    p.flush(self.config.shutdown_timeout_s)
-            self._commit(self._assigned)
+                if not failed:
+                    self.writer.drain(self.config.shutdown_timeout_s)
+                else:
+                    for p in self.writer.producers:
+                        p.flush(self.config.shutdown_timeout_s)
+                self._commit(self._assigned)
             self._final_figures()
         except TranscoderError:
             if not failed:

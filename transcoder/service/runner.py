@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,10 @@ log = structlog.get_logger("transcoder.service")
 #: of a lane thread's CPU (bench/results/2026-11-22-nginx.md). Cycles are still collected, 140x less often.
 GC_THRESHOLDS = (100_000, 20, 100)
 
+#: After a stop, the service waits shutdown_timeout_s plus this for its lanes to drain and commit, whatever
+#: Kafka does; then it exits (terminationGracePeriodSeconds must be longer).
+SHUTDOWN_MARGIN_S = 5.0
+
 
 class Service(Served):
     def __init__(self, config: Config, *, metrics: Metrics | None = None) -> None:
@@ -44,6 +49,8 @@ class Service(Served):
         self.scorer = Scorer(config.evaluate, self.metrics) if config.evaluate is not None else None
         #: continuous verification (migration.verify_interval_s > 0), made by run(); None: off
         self.verification: ContinuousVerification | None = None
+        #: set when stopping outlasted shutdown_timeout_s: lanes were left waiting on Kafka (the CLI exits at once)
+        self.abandoned = False
         self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
 
     def cpu_by_lane(self) -> dict[tuple[str, str], float]:
@@ -86,6 +93,20 @@ class Service(Served):
                                    brokers=self.brokers, health=self.healthy, readiness=self.ready,
                                    candidates=self.scorer.snapshot() if self.scorer is not None else None)
 
+    def _abandon(self, limit: float) -> None:
+        """Stopping took longer than shutdown_timeout_s (Kafka unreachable, a commit hanging): stop waiting.
+        The lanes' threads are daemons, left behind as the process exits; what they did not commit is read
+        and copied again by the next run."""
+        self.abandoned = True
+        for ln in self.lanes:
+            if ln.status.state not in ("running", "starting"):
+                continue
+            uncommitted = {f"{t}[{p}]": max(0, nxt - ln.status.committed.get((t, p), nxt))
+                           for (t, p), nxt in dict(ln.ledger.next_offset).items()}
+            log.warning("shutdown_timeout_exceeded", lane=ln.spec.name, waited_s=round(limit, 1),
+                        records_not_committed=sum(uncommitted.values()), partitions=uncommitted,
+                        note="not committed: they are copied again after restart (duplicates, never a loss)")
+
     def stop(self) -> None:
         """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""
         self.stop_event.set()
@@ -119,16 +140,21 @@ class Service(Served):
         verifying = self.start_verification(prepared)
         for t in threads:
             t.start()
+        stopping_since: float | None = None
+        limit = self.config.shutdown_timeout_s + SHUTDOWN_MARGIN_S
         for t in threads:
             while t.is_alive():
                 t.join(0.5)  # short joins, so the main thread keeps handling signals
+                if self.stop_event.is_set():
+                    stopping_since = stopping_since or time.monotonic()
+                    if time.monotonic() - stopping_since > limit:
+                        self._abandon(limit)
+                        break
         self.stop_event.set()  # every lane is done (caught up, stopped or failed): the poller takes a last reading
-        if poller is not None:
-            poller.join(60)
-        if scoring is not None:
-            scoring.join(10)  # a job under way finishes first; the thread is a daemon either way
-        if verifying is not None:
-            verifying.join(10)
+        deadline = (stopping_since or time.monotonic()) + limit
+        for side in (poller, scoring, verifying):  # daemons: a reading or job under way may finish in time
+            if side is not None:
+                side.join(max(0.0, deadline - time.monotonic()))
         if errors:
             first = errors[0]
             if isinstance(first, TranscoderError):

@@ -96,6 +96,10 @@ class SparkEngine(Served):
     """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession."""
 
     def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:
+        if config.guarantee == "exactly-once":
+            raise ConfigError("guarantee exactly-once is not available on the Spark engine: its executors' writers "
+                              "cannot commit the checkpoint's source offsets in their Kafka transactions; run it "
+                              "on the service (--engine service), or use guarantee: at-least-once")
         self.config = config
         self.metrics = metrics or Metrics()
         self.spark = spark

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
 
 from transcoder import config as cfg
 from transcoder.errors import TranscoderError
@@ -99,3 +99,26 @@ def test_write_partition_registers_each_record_before_waiting_on_a_full_queue(mo
     assert seen == [{("s.lz4", 0): [0, 1], ("s.zstd", 0): [0]}]
     assert {k: [o for o, _ in q] for k, q in w.ledger.pending.items()} == {("s.lz4", 0): [0, 1, 2],
                                                                            ("s.zstd", 0): [0, 1, 2]}
+
+
+def test_a_fenced_producer_raising_from_its_callbacks_is_named_fenced_before_the_error_callback_runs():
+    # flush of a fenced transactional producer raises the fatal error from a delivery callback; the producer's
+    # error callback (served later) has not recorded it yet: the lane still says why it stops, in one line.
+    w = writer("lz4")
+    w.transactional_id = "transcoder-g-0123"
+    fenced = KafkaError(KafkaError._FENCED, "ProduceRequest failed: transactional producer fenced", fatal=True)
+
+    def flush(timeout: float) -> int:
+        raise KafkaException(fenced)
+
+    with pytest.raises(TranscoderError, match="another instance took over transactional.id transcoder-g-0123"):
+        w._txn_call(flush, 1.0)
+
+    def flush_system_error(timeout: float) -> int:  # raised while a report's object was being made
+        try:
+            raise KafkaException(fenced)
+        except KafkaException as exc:
+            raise SystemError("<class 'Failure'> returned a result with an exception set") from exc
+
+    with pytest.raises(TranscoderError, match="another instance took over transactional.id transcoder-g-0123"):
+        w._txn_call(flush_system_error, 1.0)

@@ -1,0 +1,139 @@
+"""guarantee: exactly-once on the real broker: transactions per lane, offsets committed in them, zombies fenced.
+
+The faults (broker killed, outage, SIGKILLs, rebalance storms) run with both guarantees in test_faults.py;
+here: what exactly-once itself promises, record by record.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.support.cli import run_cli
+from tests.support.configs import make_config, raw_config
+from tests.support.records import produce_transactions, read_all
+from transcoder.kafka import offset_map
+from transcoder.service.runner import Service
+
+
+def _source_records(bootstrap: str, topic: str) -> dict[int, list[tuple]]:
+    out: dict[int, list[tuple]] = {}
+    for p, _, k, v, h, ts in read_all(bootstrap, topic):
+        out.setdefault(p, []).append((k, v, h, ts))
+    return out
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        c.close()
+    return {tp.partition: tp.offset for tp in got}
+
+
+def test_every_record_once_in_transactions_with_offsets_and_map(kafka, topic_factory, admin):
+    source = topic_factory(partitions=3)
+    # A transactional source with aborted transactions: its offsets have gaps that must not be copied.
+    produce_transactions(kafka.bootstrap, source, transactions=12, per=500, partitions=3,
+                         aborted=lambda t: t % 4 == 1, headers=True)
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd", "level": 6,
+                                                                     "batch": {"max_bytes": 65536}}]}],
+                       guarantee="exactly-once", migration={})
+    Service(conf).run(until_caught_up=True)
+    dest = f"{source}.zstd-6"
+
+    want = _source_records(kafka.bootstrap, source)
+    got = _source_records(kafka.bootstrap, dest)
+    assert sum(map(len, want.values())) == 9 * 500
+    assert got == want  # every committed source record, once, in order, key/value/headers/timestamp equal
+
+    # The destination was written in transactions: its batches are transactional, with commit markers.
+    batches = kafka.stored_batches(dest, 0)
+    assert batches and all(b["isTransactional"] == "true" for b in batches)
+    assert any(b.get("isControl") == "true" for b in batches)
+
+    # The source offsets were committed in the transactions: to the end of every partition.
+    ends = {p: admin_end for p, admin_end in
+            ((p, Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "x"}).get_watermark_offsets(
+                TopicPartition(source, p), timeout=10)[1]) for p in range(3))}
+    assert _committed(kafka.bootstrap, f"{conf.group_id}.{dest}", source, 3) == ends
+
+    # The offset map was written in the same transactions: every destination record maps to its source record.
+    maps, _ = offset_map.read(conf, dest)
+    src = {(p, o): (k, v, h, ts) for p, o, k, v, h, ts in read_all(kafka.bootstrap, source)}
+    for p, o, k, v, h, ts in read_all(kafka.bootstrap, dest):
+        assert src[(p, maps[p].source_of(o))] == (k, v, h, ts)
+
+
+def _dest_end(bootstrap: str, topic: str, partitions: int) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
+def test_an_instance_with_the_same_partitions_fences_a_paused_one(kafka, topic_factory, admin, tmp_path):
+    source = topic_factory(partitions=2)
+    assert run_cli("seed", "--kind", "nginx", "--count", "40000", "--topic", source, "-b", kafka.bootstrap
+                   ).returncode == 0
+    raw = raw_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], guarantee="exactly-once")
+    raw["cluster"]["config"] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    dest = f"{source}.lz4"
+    kafka.throttle_producer(f"transcoder-{dest}", 300_000)
+    lines: list[str] = []
+    try:
+        zombie = subprocess.Popen([sys.executable, "-m", "transcoder", "run", "--config", str(path)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "TRANSCODER_LOG_LEVEL": "info"}, start_new_session=True)
+        reader = threading.Thread(target=lambda: [lines.append(line) for line in zombie.stderr], daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while dest not in admin.list_topics(timeout=10).topics or _dest_end(kafka.bootstrap, dest, 2) < 3000:
+            assert time.monotonic() < deadline, "the copy did not start"
+            time.sleep(0.5)
+        os.killpg(zombie.pid, signal.SIGSTOP)  # paused: still holds its producer and an open transaction
+        # Another instance: once the group drops the paused member (session timeout), it is assigned the same
+        # partitions, so the same transactional id, and fences the paused one (its open transaction is aborted).
+        kafka.throttle_producer(f"transcoder-{dest}", None)
+        proc = run_cli("run", "--config", str(path), "--until-caught-up")
+        assert proc.returncode == 0, proc.stderr
+        copied = _source_records(kafka.bootstrap, dest)
+        assert copied == _source_records(kafka.bootstrap, source)  # exactly once, in order, across the hand-over
+        woke = len(lines)
+        os.killpg(zombie.pid, signal.SIGCONT)
+        # Woken, it either finds itself fenced (its open transaction held records: it stops with one line
+        # saying so, committing nothing) or, when it was paused between transactions (nothing open to fence),
+        # finds its partitions lost and joins the group again as a member like any other.
+        deadline = time.monotonic() + 120
+        while zombie.poll() is None and not any('"partitions_assigned"' in line for line in lines[woke:]):
+            if time.monotonic() > deadline:
+                pytest.fail("the paused instance neither stopped nor joined again within 120 s of waking:\n"
+                            + "".join(lines[-40:]))
+            time.sleep(0.5)
+        if zombie.poll() is None:
+            assert any('"partitions_lost"' in line for line in lines[woke:]), "".join(lines[woke:])
+            os.killpg(zombie.pid, signal.SIGTERM)
+            assert zombie.wait(timeout=120) == 0, "".join(lines[-40:])
+        reader.join(timeout=30)
+    finally:
+        kafka.throttle_producer(f"transcoder-{dest}", None)
+        if zombie.poll() is None:
+            os.killpg(zombie.pid, signal.SIGKILL)
+    err = "".join(lines)
+    if zombie.returncode != 0:
+        assert "another instance took over transactional.id" in err, err[-3000:]
+    assert "Traceback" not in err
+    # Whatever the paused instance did on waking, it wrote nothing that any reader of committed data sees.
+    assert _source_records(kafka.bootstrap, dest) == copied

@@ -1,0 +1,41 @@
+"""guarantee: exactly-once is refused, in one line saying why, where transcoder cannot make it exact."""
+
+from __future__ import annotations
+
+import pytest
+
+from transcoder import config
+from transcoder.errors import ConfigError
+
+
+def _raw(**extra):
+    return {"cluster": {"bootstrap_servers": "k:9092"}, "guarantee": "exactly-once",
+            "routes": [{"source": "a", "destinations": [{"codec": "zstd", "level": 3}]}], **extra}
+
+
+def test_default_is_at_least_once_and_exactly_once_parses():
+    assert config.parse({**_raw(), "guarantee": "at-least-once"}, environ={}).guarantee == "at-least-once"
+    conf = config.parse(_raw(), environ={})
+    assert conf.guarantee == "exactly-once" and conf.transaction_timeout_ms == 60_000
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    ({"routes": [{"source": "a", "destinations": [{"codec": "zstd", "level": 19}]}]},
+     "destination zstd-19 cannot be transactional"),
+    ({"lanes": "shared"}, "needs lanes: isolated"),
+    ({"errors": {"tolerance": "all", "dlq_topic": "dlq"}}, "cannot dead-letter"),
+    ({"commit_interval_ms": 40_000}, "must be at most half of transaction_timeout_ms"),
+    ({"guarantee": "exactly_once"}, "guarantee"),
+])
+def test_what_cannot_be_exact_is_refused_in_one_line(extra, why):
+    with pytest.raises(ConfigError) as info:
+        config.parse(_raw(**extra), environ={})
+    assert why in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_the_spark_engine_refuses_exactly_once():
+    from transcoder.spark.engine import SparkEngine
+
+    with pytest.raises(ConfigError, match="not available on the Spark engine"):
+        SparkEngine(config.parse(_raw(), environ={}))

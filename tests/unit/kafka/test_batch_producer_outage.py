@@ -1,0 +1,146 @@
+"""The batch producer (zstd 13-22) while Kafka is unreachable, without a broker: failures logged with back-off and
+a count, the sender's retries backing off, kafka-python reconnecting promptly and keeping its own lines quiet.
+The outage on the real broker is tests/integration/test_faults.py."""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+import structlog
+from kafka.errors import KafkaConnectionError
+
+from transcoder.kafka import batch_producer, protocol
+from transcoder.kafka.batch_producer import BatchProducer, FailureLog
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logger(fresh_structlog: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_producer, "log", structlog.get_logger("transcoder.batchproducer"))
+
+
+def test_a_repeated_failure_is_logged_at_once_then_every_30_s_with_a_count():
+    flog = FailureLog("c1")
+    with structlog.testing.capture_logs() as logs:
+        for i in range(650):  # 65 s of a failure every 100 ms
+            flog.failed("metadata_request_failed", 1000 + i / 10, error="ECONNREFUSED")
+        flog.succeeded("metadata_request_failed", 1066.0)
+        flog.succeeded("metadata_request_failed", 1067.0)  # nothing was failing: nothing to say
+    failures = [e for e in logs if e["event"] == "metadata_request_failed"]
+    assert [e["failures"] for e in failures] == [1, 301, 601]
+    assert all(e["since"] == failures[0]["since"] and e["client_id"] == "c1" for e in failures)
+    assert all(e["log_level"] == "warning" for e in failures)
+    again = [e for e in logs if e["event"] == "kafka_requests_succeed_again"]
+    assert len(again) == 1 and again[0]["failures"] == 650 and again[0]["after_s"] == 66.0
+    # A new outage starts a new count.
+    with structlog.testing.capture_logs() as logs:
+        flog.failed("metadata_request_failed", 2000.0, error="ECONNREFUSED")
+    assert [e["failures"] for e in logs] == [1]
+
+
+class _Unreachable:
+    """A BrokerInfo whose metadata requests fail until `reachable` is set; produce always answers."""
+
+    def __init__(self) -> None:
+        self.reachable = threading.Event()
+        self.metadata_calls = 0
+        self.offsets: dict[tuple[str, int], int] = {}
+
+    def init_producer_id(self) -> tuple[int, int, int]:
+        return 0, 7, 0
+
+    def leaders(self, topics: Any) -> dict[tuple[str, int], int]:
+        self.metadata_calls += 1
+        if not self.reachable.is_set():
+            raise KafkaConnectionError("111 ECONNREFUSED")
+        return {(t, p): 1 for t in topics for p in range(2)}
+
+    def produce(self, batches: Any, *, leader: int, timeout_ms: int) -> dict[tuple[str, int], tuple[int, int]]:
+        out = {}
+        for tp in batches:
+            out[tp] = (0, self.offsets.get(tp, 0))
+            self.offsets[tp] = self.offsets.get(tp, 0) + 1000
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def test_while_kafka_is_unreachable_the_sender_backs_off_logs_once_and_delivers_after():
+    delivered: list[tuple[int, bytes]] = []
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        (errors.append(err) if err is not None else delivered.append((msg.partition(), msg.key())))
+
+    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
+                      max_bytes=1 << 20, max_records=100, on_delivery=on_delivery)
+    fake = _Unreachable()
+    p._info = fake  # type: ignore[assignment]
+    with structlog.testing.capture_logs() as logs:
+        p.start()
+        for i in range(500):
+            p.produce("t", value=b"v", key=str(i).encode(), partition=i % 2)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            p.poll(0.1)
+        calls_while_down = fake.metadata_calls
+        fake.reachable.set()
+        deadline = time.monotonic() + 30
+        while len(delivered) < 500 and time.monotonic() < deadline:
+            p.poll(0.1)
+        p.close(5)
+    assert not errors
+    assert len(delivered) == 500
+    for part in (0, 1):  # in produce order per partition: the ledger's FIFO holds
+        assert [k for q, k in delivered if q == part] == [str(i).encode() for i in range(part, 500, 2)]
+    # Retried every 100 ms, 3 s of outage were ~30 metadata requests; backing off to 1 s, at most ~8.
+    assert calls_while_down <= 10, calls_while_down
+    events = [e["event"] for e in logs]
+    assert events.count("metadata_request_failed") == 1, events
+    assert events.count("kafka_requests_succeed_again") == 1, events
+
+
+def test_kafka_python_reconnects_within_a_second_after_an_outage(monkeypatch: pytest.MonkeyPatch):
+    made: list[dict[str, Any]] = []
+
+    class FakeAdmin:
+        def __init__(self, **kwargs: Any) -> None:
+            made.append(kwargs)
+
+    import kafka.admin
+
+    monkeypatch.setattr(kafka.admin, "KafkaAdminClient", FakeAdmin)
+    protocol.BrokerInfo({"bootstrap.servers": "a:9092"})._client()
+    # kafka-python's default is 30 s: after a minute's outage the batch producer stayed cut off for up to 30 s more.
+    assert made[0]["reconnect_backoff_max_ms"] <= 1000
+
+
+@pytest.fixture
+def restore_logging():
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, logging.getLogger("kafka").level)
+    yield
+    root.handlers[:], root.level = saved[0], saved[1]
+    logging.getLogger("kafka").setLevel(saved[2])
+    structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("level,shown", [("info", False), ("warning", False), ("debug", True)])
+def test_kafka_pythons_own_lines_are_for_debugging_only(restore_logging: None, level: str, shown: bool):
+    from transcoder import logs
+
+    out = io.StringIO()
+    logs.configure(level, stream=out, json=True)
+    logging.getLogger("kafka.net.manager").error("Connection failed: KafkaConnectionError: 111 ECONNREFUSED")
+    logging.getLogger("kafka.cluster").warning("No node available for metadata refresh - backoff/retry")
+    text = out.getvalue()
+    assert ("ECONNREFUSED" in text) is shown
+    assert ("No node available" in text) is shown
+    if shown:  # rendered like transcoder's own lines: JSON with the logger's name
+        assert '"logger": "kafka.net.manager"' in text
+
