@@ -57,11 +57,14 @@ ROOT = Path(__file__).resolve().parents[1]
               help="...and no sooner than this long after its first record (records/s and CPU are given over "
                    "the whole copy and over this warmed span; the targets are judged on the warmed figures).")
 @click.option("--client-tables/--no-client-tables", default=True, help="The 2017 producer and consumer passes.")
+@click.option("--request-log/--no-request-log", default=False,
+              help="Log every request at the local broker and count each copier's by API (costs broker CPU: "
+                   "a diagnostic run, not one for CPU figures).")
 @click.option("-b", "--bootstrap-servers", help="An existing cluster instead of the local Kafka.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results file (default bench/results/<date>-<dataset>.md).")
 def main(kind: str, from_file: Path | None, key_field: str | None, count: int, runs: int, codecs: str, copier_names: str,
          partitions: int, latency_records: int, latency_rate: float, warm_fraction: float, warm_seconds: float,
-         client_tables: bool, bootstrap_servers: str | None, out: Path | None) -> None:
+         client_tables: bool, request_log: bool, bootstrap_servers: str | None, out: Path | None) -> None:
     logs.configure("warning")
     codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
     chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
@@ -74,15 +77,19 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
     work = Path(tempfile.mkdtemp(prefix="transcoder-bench-"))
     local = None
     broker_pid = None
+    log_file = None
     bootstrap = bootstrap_servers
+    if request_log and bootstrap is not None:
+        raise click.UsageError("--request-log needs the local broker (it reads its log): drop -b")
     if bootstrap is None:
         local = LocalKafka(work / "kafka")
-        st = local.up()
+        st = local.up(request_log=request_log)
         bootstrap, broker_pid = st.bootstrap, st.pid
+        log_file = Path(st.log_file) if request_log else None
     try:
         res = bench(bootstrap, work, data, runs=runs, codecs=codec_list, chosen=chosen, partitions=partitions,
                     latency_records=latency_records, latency_rate=latency_rate, client_tables=client_tables,
-                    broker_pid=broker_pid, rule=rule)
+                    broker_pid=broker_pid, rule=rule, request_log=log_file)
     finally:
         if local is not None:
             local.down()

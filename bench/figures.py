@@ -9,9 +9,10 @@ copier's warm-up (a JVM's JIT). The targets are judged on the warmed figures."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from bench.requests import ApiLoad, per_million
 from bench.spans import Span, WarmRule, min_copy_seconds
 
 #: Copier names, in the order of the results tables. mm2 uses transcoder's batching; mm2-default its own.
@@ -36,6 +37,7 @@ class CopyRun:
     broker_cpu_seconds: float | None = None  # the broker's process over the same span (a local broker only)
     warm: Span | None = None  # the warmed span (bench.spans); the whole span again when the copy was too short
     warm_note: str | None = None  # why the warmed span is the whole span (the copy was too short), else None
+    requests: Mapping[str, ApiLoad] | None = None  # the copier's broker requests by API (a request-logging broker)
 
 
 @dataclass(frozen=True)
@@ -309,4 +311,34 @@ def verdict_lines(summary: dict[tuple[str, str], dict[str, Spread | None]], code
         lines.append(f"- {v.target.name}, {v.codec}: {_times(v.ratio)} warmed (whole copy {_times(v.whole_ratio)})"
                      f"{caveat} — {state}")
     return "\n".join(lines)
+
+
+def requests_table(runs: Iterable[CopyRun], codecs: Sequence[str], *, min_share: float = 0.01) -> str:
+    """Requests and broker handler ms per 1M records by codec, copier and API (medians over runs); APIs under
+    `min_share` of a copy's handler time are folded into "other"."""
+    by: dict[tuple[str, str], list[dict[str, ApiLoad]]] = {}
+    for r in runs:
+        if r.requests is not None:
+            by.setdefault((r.codec, r.copier), []).append(per_million(dict(r.requests), r.records))
+    rows = ["| codec | copier | API | requests per 1M | broker handler ms per 1M | total ms per 1M |",
+            "|---|---|---|---|---|---|"]
+    for codec in codecs:
+        for (c, copier), loads in sorted(by.items()):
+            if c != codec:
+                continue
+            apis = sorted({a for lo in loads for a in lo})
+            med = {a: tuple(statistics.median(getattr(lo.get(a, ApiLoad(a, 0, 0.0, 0.0)), f) for lo in loads)
+                            for f in ("requests", "local_ms", "total_ms")) for a in apis}
+            total_local = sum(m[1] for m in med.values()) or 1.0
+            other = [0.0, 0.0, 0.0]
+            for a, (n, local, total) in sorted(med.items(), key=lambda kv: -kv[1][1]):
+                if local / total_local < min_share:
+                    other = [other[0] + n, other[1] + local, other[2] + total]
+                    continue
+                rows.append(f"| {codec} | {copier} | {a} | {n:,.0f} | {local:,.1f} | {total:,.0f} |")
+            if other[0]:
+                rows.append(f"| {codec} | {copier} | other | {other[0]:,.0f} | {other[1]:,.1f} | {other[2]:,.0f} |")
+            rows.append(f"| {codec} | {copier} | **all** | {sum(m[0] for m in med.values()):,.0f} | "
+                        f"{sum(m[1] for m in med.values()):,.1f} | {sum(m[2] for m in med.values()):,.0f} |")
+    return "\n".join(rows)
 

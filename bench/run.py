@@ -20,7 +20,7 @@ import click
 import confluent_kafka
 from confluent_kafka.admin import NewTopic
 
-from bench import copiers, figures, measure, spans
+from bench import copiers, figures, measure, requests, spans
 from bench.spans import WARM, WarmRule
 from transcoder import __version__
 from transcoder.dev import seed
@@ -59,8 +59,11 @@ class Results:
 
 def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[str], chosen: list[str],
           partitions: int, latency_records: int, latency_rate: float, client_tables: bool,
-          broker_pid: int | None = None, rule: WarmRule = WARM) -> Results:
+          broker_pid: int | None = None, rule: WarmRule = WARM, request_log: Path | None = None) -> Results:
     """Seed once, copy with every copier and codec `runs` times; each copy copies exactly the seeded data.
+
+    `request_log`: the broker's request log (a broker started with request_log=True); each copy's requests
+    are counted from it by API (bench.requests), the bench's own clients left out.
 
     Each copy is measured over its whole span and over its warmed span (`rule`, bench.spans).
 
@@ -68,7 +71,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     dataset (one lane, one MM2 task): the dataset and the next copies stay as seeded. The trickle
     replays the dataset's first records with fresh timestamps, so it compresses like the data.
     """
-    cluster = {"bootstrap.servers": bootstrap}
+    cluster = {"bootstrap.servers": bootstrap, "client.id": requests.BENCH_CLIENT_ID}
     admin, _ = connect_admin(cluster)
     info = BrokerInfo(cluster)
     stamp = int(time.time())
@@ -105,11 +108,15 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
             to_delete.append(running.destination)
             if running.live_destination:
                 to_delete.append(running.live_destination)
+            log_start = request_log.stat().st_size if request_log else 0
             try:
                 r = measure.measure_copy(admin, info, running, copier=copier, codec=codec, records=seeded.records,
                                          uncompressed_bytes=seeded.bytes, launched=launched,
                                          timeout=max(300.0, seeded.records / 1000), broker_pid=broker_pid,
                                          rule=rule)
+                if request_log is not None:
+                    lines = requests.read_range(request_log, log_start, request_log.stat().st_size)
+                    r = replace(r, requests=requests.parse(lines))
                 if live and running.live_destination:
                     p50, p99 = measure.live_latency(bootstrap, live, running.live_destination, records=trickle,
                                                     rate=latency_rate)
@@ -246,6 +253,13 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         figures.cloudflare_table(summary, codecs, seeded.records),
         "",
     ]
+    if any(r.requests for r in res.copies):
+        parts += ["## Broker requests per 1M records (the broker's request log)", "",
+                  "Each copy's requests from the copier's clients (the bench's own polls left out), from launch "
+                  "to the last record (start-up included), by API: requests and the broker's handler time "
+                  "(localTimeMs) per 1M records copied, medians over the runs; the live trickle not included. "
+                  "Logging every request costs the broker CPU: take CPU figures from a run without it.", "",
+                  figures.requests_table(res.copies, codecs), ""]
     if produced:
         parts += ["## 2017-style producer table (librdkafka producer, linger.ms 5)", "",
                   figures.client_table(produced, codecs), "",

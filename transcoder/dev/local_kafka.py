@@ -128,6 +128,9 @@ class BrokerState:
     sasl_username: str | None = None
     #: The SCRAM password lives in this file (0600), never in the state file or a log.
     sasl_password_file: str | None = None
+    #: Every request the broker completes is logged (kafka.request.logger at debug) to `log_file`: type, client,
+    #: sizes and times, for counting a client's requests (bench.requests). It costs the broker CPU.
+    request_log: bool = False
 
     @property
     def classpath(self) -> str:
@@ -289,12 +292,13 @@ class LocalKafka:
 
     def up(self, *, port: int | None = None, controller_port: int | None = None,
            timeout: float = 90.0, heap: str = "1g", proxy_port: int | None = None,
-           secured: bool = False) -> BrokerState:
+           secured: bool = False, request_log: bool = False) -> BrokerState:
         """Start the broker. `proxy_port`: also open a PROXIED listener that advertises 127.0.0.1:proxy_port,
         where a TCP proxy forwards to the listener's own port (`BrokerState.proxied_port`): fault tests cut
         the clients that bootstrap there off the broker without stopping it. `secured`: also open a SASL_SSL
         listener (SCRAM-SHA-512, user `SCRAM_USER`) and an SSL listener requiring a client certificate, with
-        certificates and a password generated into `state_dir/secured` (kept there for later `up`s)."""
+        certificates and a password generated into `state_dir/secured` (kept there for later `up`s).
+        `request_log`: log every completed request (see `BrokerState.request_log`)."""
         running = self.state()
         if running is not None:
             raise LocalKafkaError(
@@ -350,7 +354,7 @@ class LocalKafka:
             controller_port=controller_port, data_dir=str(data_dir), log_file=str(log_file),
             config_file=str(config_file), libs=str(libs),
             proxied_port=proxied[0] if proxied else None,
-            proxied_bootstrap=f"127.0.0.1:{proxied[1]}" if proxied else None,
+            proxied_bootstrap=f"127.0.0.1:{proxied[1]}" if proxied else None, request_log=request_log,
         )
         if secured_at is not None:
             state = replace(state, sasl_ssl_bootstrap=f"127.0.0.1:{secured_at[0]}",
@@ -366,7 +370,7 @@ class LocalKafka:
                 [_java(), f"-Xmx{heap}", "-Xms256m", "-Djava.awt.headless=true",
                  "-Dorg.slf4j.simpleLogger.showDateTime=true",
                  "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ",
-                 "-Dorg.slf4j.simpleLogger.log.kafka.request.logger=warn",
+                 f"-Dorg.slf4j.simpleLogger.log.kafka.request.logger={'debug' if state.request_log else 'warn'}",
                  "-cp", state.classpath, "kafka.Kafka", state.config_file],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: a Ctrl-C in our shell does not reach it
