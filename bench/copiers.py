@@ -222,3 +222,34 @@ def start_kcat(bootstrap: str, source: str, destination: str, codec: str, batchi
     assert consumer.stdout is not None
     consumer.stdout.close()  # the producer owns the pipe now
     return Running(destination, [consumer, producer], log, finite=True)
+
+
+NATIVE_FLOOR_CRATE = Path(__file__).resolve().parent / "native_floor"
+
+
+def build_native_floor() -> Path:
+    """bench/native_floor built with cargo (crates.io; librdkafka compiled from the rdkafka-sys crate's bundled
+    source: a C compiler and make), into ~/.cache/transcoder/native-floor; the binary's path."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        raise RuntimeError("the native-floor copier needs cargo (Rust) on PATH")
+    target = default_cache_dir() / "native-floor"
+    built = subprocess.run([cargo, "build", "--release", "--locked", "--quiet", "--manifest-path",
+                            str(NATIVE_FLOOR_CRATE / "Cargo.toml"), "--target-dir", str(target)],
+                           capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        raise RuntimeError(f"building bench/native_floor failed: {built.stderr.strip()[-1500:]}")
+    return target / "release" / "native_floor"
+
+
+def start_native_floor(binary: Path, bootstrap: str, source: str, destination: str, codec: str, records: int,
+                       batching: Batching, workdir: Path, tag: str) -> Running:
+    """bench/native_floor: consume -> produce over librdkafka in compiled code, nothing else (no offsets
+    committed, no ledger, no metrics); it copies `records` faithfully (key, value, headers, timestamp,
+    partition) with transcoder's batching, and exits once all are acknowledged. The floor a compiled lane
+    over librdkafka starts from; no latency (it stops at the dataset's end)."""
+    log = workdir / f"{tag}.log"
+    proc = subprocess.Popen([str(binary), bootstrap, source, destination, codec, str(records),
+                             str(batching.max_bytes), str(batching.linger_ms)],
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    return Running(destination, [proc], log, finite=True)

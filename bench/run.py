@@ -80,6 +80,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     click.echo(seeded.summary(), err=True)
     trickle = [(r.key, r.value) for r in itertools.islice(data.records(), latency_records)]
     libs = copiers.fetch_mm2(DEFAULT_VERSION) if any(c.startswith("mm2") for c in chosen) else None
+    floor = copiers.build_native_floor() if "native-floor" in chosen else None
     batching = copiers.TRANSCODER_BATCHING
     results: list[figures.CopyRun] = []
     try:
@@ -101,6 +102,12 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 running = copiers.start_mm2(libs, bootstrap, source, alias, codec,
                                             None if copier == "mm2-default" else batching, work, tag, live=live)
                 to_delete += copiers.mm2_state_topics(alias)
+            elif copier == "native-floor":
+                assert floor is not None
+                dest = f"{source}.{tag}"
+                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
+                running = copiers.start_native_floor(floor, bootstrap, source, dest, codec, seeded.records, batching,
+                                                     work, tag)
             else:
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
