@@ -394,6 +394,39 @@ def test_slow_destination_bounds_memory_and_lag_grows(copy: Copy, kafka: Cluster
     check(copy, copy.compare(), rate, faults=1, records=RECORDS + more["records"])  # the source grew meanwhile
 
 
+@pytest.mark.parametrize("guarantee", ["at-least-once"])
+def test_lag_counts_records_that_arrive_while_a_lane_is_paused(copy: Copy, kafka: Cluster, guarantee: str):
+    """A lane paused by backpressure does not fetch, and librdkafka learns a partition's end only from fetches:
+    its lag figure stood still (then shrank as commits went on) exactly while the destination fell behind. Records
+    written to the source during the pause must show in the lag within a few statistics intervals (1 s here).
+
+    At-least-once only: an exactly-once lane's first commit waits for everything in flight (a minute at this
+    quota), and lag is reported from a partition's first commit on, under either guarantee."""
+    burst = 30_000
+    copy.throttle(2_000)  # ~20 records/s out: in flight (256 KiB) takes a minute to halve, so the lanes stay paused
+
+    def lags() -> dict[str, float]:
+        return {d: sum(v for part in range(PARTITIONS)
+                       if (v := metric(copy.port, "transcoder_consumer_lag_records", lane=d, partition=str(part)))
+                       is not None) for d in copy.dests}
+
+    p = copy.start()
+    wait_for(lambda: all((metric(copy.port, "transcoder_backpressure_pauses_total", lane=d) or 0) >= 1
+                         for d in copy.dests), 60, "every lane to pause")
+    time.sleep(2.5)  # two statistics emissions since the pause
+    before = lags()
+    produce_records(kafka.bootstrap, copy.source, burst, partitions=PARTITIONS, start=RECORDS)
+    seen: list[dict[str, float]] = []
+    try:
+        wait_for(lambda: seen.append(lags()) or all(seen[-1][d] >= before[d] + burst - 2_000 for d in copy.dests),
+                 20, f"the lag of every lane to grow by about {burst} records")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: lag before the burst {before}, then {seen[0]}, last {seen[-1]}") from None
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+
+
 # ------------------------------------------------------------------ the BatchProducer through an outage
 def test_batch_producer_delivers_and_logs_quietly_through_an_outage(kafka: Cluster, broker_proxy: Any,
                                                                    topic_factory: Any, caplog: Any, fresh_structlog: None,

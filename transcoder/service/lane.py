@@ -28,6 +28,7 @@ from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka.statistics import consumer_lag, stable_offsets
+from transcoder.kafka.watermarks import EndOffsets
 from transcoder.kafka.writer import Writer
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.registry import LaneMetrics
@@ -91,6 +92,9 @@ class Lane:
         self._assigned: set[Partition] = set()
         self._last_committed: dict[Partition, int] = {}
         self._paused = False
+        #: while paused, the partitions' ends asked of the broker (librdkafka's statistics learn them from fetches)
+        self._ends = EndOffsets(config.cluster.librdkafka(), f"transcoder-{spec.name}-ends",
+                                lambda make: self.threads.create((spec.name, "consume"), make))
         self._closed = False
         self._eos = config.guarantee == "exactly-once"
         #: exactly-once: per partition never committed, the first offset read (where an aborted transaction rewinds to)
@@ -111,6 +115,11 @@ class Lane:
                     if tp in self._last_committed}
         else:
             lags = consumer_lag(stats)
+        if self._paused:  # not fetched, so the statistics' ends stand still: the broker's answers count too
+            self._ends.refresh(self._assigned)
+            for tp, end in self._ends.known.items():
+                if tp in self._last_committed and tp in self._assigned:
+                    lags[tp] = max(lags.get(tp, 0), end - self._last_committed[tp])
         for (topic, partition), lag in lags.items():
             ts = self._committed_ts.get((topic, partition))
             seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
@@ -325,6 +334,7 @@ class Lane:
         if not self._paused and inflight > limit:
             self.consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
             self._paused = True
+            self._ends.forget()
             self.metrics.backpressure()
         elif self._paused and inflight <= limit // 2:
             self.consumer.resume([TopicPartition(t, p) for t, p in self._assigned])

@@ -1,0 +1,65 @@
+"""End offsets of partitions a consumer does not fetch, asked for without blocking.
+
+librdkafka learns a partition's end (high watermark, last stable offset) only from its Fetch
+responses. A partition paused by backpressure is not fetched, so the lag its statistics give
+stops growing exactly when the destination falls behind. While a lane is paused it asks the
+broker (ListOffsets, read_committed like the lane's consumer) through an admin client of its
+own, created at the first pause; the answers are read at the next statistics emission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+import structlog
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from transcoder.kafka.clients import client_config
+from transcoder.pipeline.partitions import Partition
+
+log = structlog.get_logger("transcoder.lane")
+
+#: a query the broker does not answer in this time is dropped (and asked again at the next emission)
+_TIMEOUT_S = 10.0
+
+
+class EndOffsets:
+    """The read_committed end offset of each partition asked for; one query at a time."""
+
+    def __init__(self, cluster: Mapping[str, Any], client_id: str,
+                 create: Callable[[Callable[[], Any]], Any] = lambda make: make()) -> None:
+        self._conf = client_config(cluster, **{"client.id": client_id})
+        self._create = create  # builds the admin client (the lane's: so its threads are counted as the lane's)
+        self._admin: AdminClient | None = None
+        self._pending: dict[TopicPartition, Future[Any]] = {}
+        self.known: dict[Partition, int] = {}
+
+    def refresh(self, partitions: Iterable[Partition]) -> None:
+        """Take in the answers of the query in flight, if all came; then ask again for `partitions`."""
+        if self._pending:
+            if not all(f.done() for f in self._pending.values()):
+                return
+            for tp, f in self._pending.items():
+                try:
+                    self.known[(tp.topic, tp.partition)] = f.result().offset
+                except KafkaException as exc:  # the figure stays as it was; the lane's readiness reports outages
+                    log.debug("end_offset_query_failed", topic=tp.topic, partition=tp.partition, error=str(exc))
+            self._pending = {}
+        wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        if not wanted:
+            return
+        if self._admin is None:
+            self._admin = self._create(lambda: AdminClient(self._conf))
+        self._pending = self._admin.list_offsets(wanted, isolation_level=IsolationLevel.READ_COMMITTED,
+                                                 request_timeout=_TIMEOUT_S)
+
+    def forget(self, partitions: Iterable[Partition] | None = None) -> None:
+        """Drop what is known (of `partitions`, or of all): fetching keeps librdkafka's own figure fresh again."""
+        if partitions is None:
+            self.known.clear()
+        else:
+            for tp in partitions:
+                self.known.pop(tp, None)
