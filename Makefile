@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-# The venv is rebuilt when the declared or pinned dependencies change.
-$(STAMP): pyproject.toml constraints.txt
+# The venv is rebuilt when the declared or pinned dependencies change, or the compiled hot path's sources (native/:
+# Rust, built by cargo through maturin; crates from crates.io, maturin from PyPI).
+$(STAMP): pyproject.toml constraints.txt native/pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
+	$(BIN)/pip install -q -c constraints.txt ./native -e '.[dev,spark]'
 	touch $@
 
 # Apache Kafka from Maven Central into ~/.cache/transcoder (once; later runs take no network).
@@ -44,4 +45,4 @@ unit: venv
 	$(BIN)/python -m pytest tests/unit
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info native/target

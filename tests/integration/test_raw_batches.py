@@ -132,7 +132,8 @@ def test_a_batch_that_cannot_be_built_is_reported_failed_and_the_producer_goes_o
     assert [m.value() for m in read_topic(topic)] == [b"ok-0", b"ok-1", b"ok-2"]
 
 
-@pytest.mark.parametrize("codec,level", [("gzip", 1), ("snappy", None), ("lz4", None), ("lz4", 9), ("zstd", 3)])
+@pytest.mark.parametrize("codec,level", [("gzip", 1), ("gzip", 6), ("gzip", 9), ("snappy", None), ("lz4", None),
+                                         ("lz4", 9), ("zstd", 3)])
 def test_batches_built_here_are_read_by_librdkafka_and_by_kafkas_java_code(kafka, topic_factory, read_topic,
                                                                               codec, level):
     """The framing `transcoder evaluate` measures (issue 12) is what Kafka's clients read: each codec's batch,

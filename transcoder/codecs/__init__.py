@@ -1,6 +1,6 @@
 """Pure: Kafka's codecs (names, attribute ids, levels), Kafka-compatible compression, v2 batch framing.
 
-May import: transcoder.errors only. No Kafka client.
+May import: transcoder.errors and transcoder_native (the compiled framing, native/) only. No Kafka client.
 """
 
 from transcoder.codecs.framing import (
@@ -8,6 +8,7 @@ from transcoder.codecs.framing import (
     compress,
     decompress,
     encode_batch,
+    encode_batches,
     encode_record,
     records_section,
 )
@@ -26,5 +27,5 @@ from transcoder.codecs.names import (
 )
 
 __all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL", "ZSTD_MIN_PRODUCE_VERSION",
-           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "decompress", "encode_batch", "encode_record", "records_section",
+           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "decompress", "encode_batch", "encode_batches", "encode_record", "records_section",
            "stored_recompressed"]

@@ -3,7 +3,8 @@ batches itself and sends them with raw Produce requests, idempotently.
 
 It offers the part of confluent_kafka.Producer a lane uses (produce, poll, flush, len, delivery
 callbacks, per-topic batch statistics), so a lane treats both alike. Batches are closed by size,
-record count and linger (batching.Accumulator); one sender thread compresses and sends them,
+record count and linger (batching.Accumulator); one sender thread frames and compresses them (all
+those due at once, in parallel: codecs.encode_batches) and sends them,
 one Produce request per leader at a time, with acks=all. Every batch carries this producer's id
 and per-partition sequence numbers, so a batch sent again after a timeout is written once.
 
@@ -24,7 +25,7 @@ import kafka.errors
 import structlog
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
 
-from transcoder.codecs import Codec, encode_batch
+from transcoder.codecs import Codec, encode_batches
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.statistics import TopicProduce, Window
@@ -270,8 +271,7 @@ class BatchProducer:
                     self._wake.wait(0.5 if due is None else min(due, 0.5))
             batches = dict(retry)
             try:
-                for tp, records in taken.items():
-                    batches[tp] = self._encode(tp, records)
+                batches.update(self._encode(taken))
                 retry = self._send(batches)
             except Exception as exc:  # noqa: BLE001 - reported through delivery reports, never lost
                 log.error("batch_producer_failed", client_id=self.client_id, error=repr(exc))
@@ -288,13 +288,19 @@ class BatchProducer:
             if retry:  # doubling while every round fails (Kafka unreachable), from retry_backoff_ms
                 time.sleep(min(MAX_RETRY_BACKOFF_S, self._backoff * 2 ** min(self._failing_rounds, 16)))
 
-    def _encode(self, tp: tuple[str, int], records: list[_Record]) -> _Batch:
-        base = self._sequence.get(tp, 0)
-        payload = encode_batch([(k, v, tuple(h), ts) for k, v, h, ts, _ in records], codec=self.codec,
-                               level=self.level, producer_id=self._producer_id, producer_epoch=self._epoch,
-                               base_sequence=base)
-        self._sequence[tp] = batching.next_sequence(base, len(records))
-        return _Batch(tp, records, base, payload, time.monotonic(), sum(r[4] for r in records))
+    def _encode(self, taken: Mapping[tuple[str, int], list[_Record]]) -> dict[tuple[str, int], _Batch]:
+        """The batches taken, framed and compressed all at once: in parallel on all cores, the GIL released."""
+        tps = list(taken)
+        bases = [self._sequence.get(tp, 0) for tp in tps]
+        payloads = encode_batches([(taken[tp], self._producer_id, self._epoch, base) for tp, base in zip(tps, bases)],
+                                  codec=self.codec, level=self.level)
+        now = time.monotonic()
+        out = {}
+        for tp, base, payload in zip(tps, bases, payloads, strict=True):
+            records = taken[tp]
+            self._sequence[tp] = batching.next_sequence(base, len(records))
+            out[tp] = _Batch(tp, records, base, payload, now, sum(r[4] for r in records))
+        return out
 
     def _send(self, batches: dict[tuple[str, int], _Batch]) -> dict[tuple[str, int], _Batch]:
         """Send each batch once; return those to send again."""
