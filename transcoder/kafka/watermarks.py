@@ -1,10 +1,11 @@
-"""End offsets of partitions a consumer does not fetch, asked for without blocking.
+"""End offsets of a consumer's partitions, asked of the broker without blocking.
 
 librdkafka learns a partition's end (high watermark, last stable offset) only from its Fetch
-responses. A partition paused by backpressure is not fetched, so the lag its statistics give
-stops growing exactly when the destination falls behind. While a lane is paused it asks the
-broker (ListOffsets, read_committed like the lane's consumer) through an admin client of its
-own, created at the first pause; the answers are read at the next statistics emission.
+responses. Fetching stops while a lane is paused by backpressure or its prefetch queue is full,
+so the lag its statistics give stops growing exactly when the destination falls behind. A lane
+therefore asks the broker (ListOffsets, read_committed like its consumer) at each statistics
+emission, through an admin client of its own created at the first; the answers are read at the
+next emission.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class EndOffsets:
                                                  request_timeout=_TIMEOUT_S)
 
     def forget(self, partitions: Iterable[Partition] | None = None) -> None:
-        """Drop what is known (of `partitions`, or of all): fetching keeps librdkafka's own figure fresh again."""
+        """Drop what is known of `partitions` (or of all): they are no longer the lane's."""
         if partitions is None:
             self.known.clear()
         else:

@@ -92,7 +92,7 @@ class Lane:
         self._assigned: set[Partition] = set()
         self._last_committed: dict[Partition, int] = {}
         self._paused = False
-        #: while paused, the partitions' ends asked of the broker (librdkafka's statistics learn them from fetches)
+        #: the partitions' ends, asked of the broker each statistics emission (librdkafka's learns them from fetches)
         self._ends = EndOffsets(config.cluster.librdkafka(), f"transcoder-{spec.name}-ends",
                                 lambda make: self.threads.create((spec.name, "consume"), make))
         self._closed = False
@@ -115,11 +115,12 @@ class Lane:
                     if tp in self._last_committed}
         else:
             lags = consumer_lag(stats)
-        if self._paused:  # not fetched, so the statistics' ends stand still: the broker's answers count too
-            self._ends.refresh(self._assigned)
-            for tp, end in self._ends.known.items():
-                if tp in self._last_committed and tp in self._assigned:
-                    lags[tp] = max(lags.get(tp, 0), end - self._last_committed[tp])
+        # librdkafka learns a partition's end from its fetches, which stop while the lane is paused or its prefetch
+        # queue is full (the destination behind): the broker's answer, asked each emission, counts too.
+        self._ends.refresh(self._assigned)
+        for tp, end in self._ends.known.items():
+            if tp in self._last_committed and tp in self._assigned:
+                lags[tp] = max(lags.get(tp, 0), end - self._last_committed[tp])
         for (topic, partition), lag in lags.items():
             ts = self._committed_ts.get((topic, partition))
             seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
@@ -212,6 +213,7 @@ class Lane:
     def _release(self, tps: list[Partition]) -> None:
         self.ledger.forget(tps)
         self._assigned.difference_update(tps)
+        self._ends.forget(tps)
         for tp in tps:
             self._last_committed.pop(tp, None)
         self.status.assigned = sorted(self._assigned)
@@ -334,7 +336,6 @@ class Lane:
         if not self._paused and inflight > limit:
             self.consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
             self._paused = True
-            self._ends.forget()
             self.metrics.backpressure()
         elif self._paused and inflight <= limit // 2:
             self.consumer.resume([TopicPartition(t, p) for t, p in self._assigned])
