@@ -171,18 +171,6 @@ pub struct Framed {
     pub max_timestamp: i64,
 }
 
-/// The records section of `records` (offset and timestamp deltas from the first).
-pub fn frame(records: &[Record<'_>]) -> Framed {
-    let base_ts = records.first().map_or(0, |r| r.timestamp);
-    let mut section = Vec::with_capacity(records.iter().map(|r| 24 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len)).sum());
-    let mut max_ts = i64::MIN;
-    for (i, r) in records.iter().enumerate() {
-        put_record(&mut section, i as i64, r.timestamp - base_ts, r);
-        max_ts = max_ts.max(r.timestamp);
-    }
-    Framed { section, count: records.len() as i32, base_timestamp: base_ts, max_timestamp: max_ts }
-}
-
 /// Who wrote a batch: idempotent producers set all three; -1 otherwise.
 #[derive(Clone, Copy)]
 pub struct Producer {
@@ -335,22 +323,12 @@ fn records_section<'py>(py: Python<'py>, records: &Bound<'py, PyList>) -> PyResu
     Ok(PyBytes::new(py, &frame_list(records)?.section))
 }
 
-/// Compress records sections as librdkafka would, in parallel; returns them in order.
-#[pyfunction]
-#[pyo3(signature = (codec, sections, level=None))]
-fn compress_many<'py>(py: Python<'py>, codec: &str, sections: Vec<Vec<u8>>, level: Option<i32>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    let (c, l) = codec_level(codec, level)?;
-    let out: Vec<std::io::Result<Vec<u8>>> = py.detach(|| sections.par_iter().map(|s| compress(c, l, s)).collect());
-    out.into_iter().map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
-}
-
 #[pymodule]
 fn transcoder_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(records_section, m)?)?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
-    m.add_function(wrap_pyfunction!(compress_many, m)?)?;
     m.add("BATCH_OVERHEAD", BATCH_OVERHEAD)?;
     Ok(())
 }

@@ -57,10 +57,7 @@ class EndOffsets:
         self._pending = self._admin.list_offsets(wanted, isolation_level=IsolationLevel.READ_COMMITTED,
                                                  request_timeout=_TIMEOUT_S)
 
-    def forget(self, partitions: Iterable[Partition] | None = None) -> None:
-        """Drop what is known of `partitions` (or of all): they are no longer the lane's."""
-        if partitions is None:
-            self.known.clear()
-        else:
-            for tp in partitions:
-                self.known.pop(tp, None)
+    def forget(self, partitions: Iterable[Partition]) -> None:
+        """Drop what is known of `partitions`: they are no longer the lane's."""
+        for tp in partitions:
+            self.known.pop(tp, None)
