@@ -371,7 +371,7 @@ class BatchProducer:
         self._failing_rounds = self._failing_rounds + 1 if retry and not done else 0
         if renew:
             self._renew_producer_id(self._request_timeout_ms / 1000)
-            retry = {tp: self._encode(tp, b.records) for tp, b in retry.items()}
+            retry = self._encode({tp: b.records for tp, b in retry.items()})
         return retry
 
     def _count(self, b: _Batch) -> None:

@@ -144,3 +144,48 @@ def test_kafka_pythons_own_lines_are_for_debugging_only(restore_logging: None, l
     if shown:  # rendered like transcoder's own lines: JSON with the logger's name
         assert '"logger": "kafka.net.manager"' in text
 
+
+
+class _ForgetsProducer(_Unreachable):
+    """Answers the first Produce with UNKNOWN_PRODUCER_ID (the broker lost this producer's state), then takes all;
+    hands out a new producer id each time, and keeps every payload sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reachable.set()
+        self.pids = 0
+        self.sent: list[bytes] = []
+
+    def init_producer_id(self) -> tuple[int, int, int]:
+        self.pids += 1
+        return 0, 100 + self.pids, 0
+
+    def produce(self, batches: Any, *, leader: int, timeout_ms: int) -> dict[tuple[str, int], tuple[int, int]]:
+        self.sent.extend(batches.values())
+        if len(self.sent) == len(batches):
+            return {tp: (59, -1) for tp in batches}  # UNKNOWN_PRODUCER_ID: a new producer id, the same records
+        return super().produce(batches, leader=leader, timeout_ms=timeout_ms)
+
+
+def test_batches_refused_for_an_unknown_producer_id_go_again_under_a_new_one():
+    delivered: list[tuple[int, bytes]] = []
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        (errors.append(err) if err is not None else delivered.append((msg.partition(), msg.key())))
+
+    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
+                      max_bytes=1 << 20, max_records=1000, on_delivery=on_delivery)
+    fake = _ForgetsProducer()
+    p._info = fake  # type: ignore[assignment]
+    p.start()
+    for i in range(100):
+        p.produce("t", value=b"v", key=str(i).encode(), partition=i % 2)
+    p.flush(10)
+    p.close(5)
+    assert not errors, errors
+    for part in (0, 1):
+        assert [k for q, k in delivered if q == part] == [str(i).encode() for i in range(part, 100, 2)]
+    # v2 batch header: producerId at byte 43, baseSequence at byte 53
+    ids = [(int.from_bytes(b[43:51], "big"), int.from_bytes(b[53:57], "big")) for b in fake.sent]
+    assert ids[0][0] == 101 and ids[-1] == (102, 0), ids
