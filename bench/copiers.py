@@ -253,3 +253,14 @@ def start_native_floor(binary: Path, bootstrap: str, source: str, destination: s
                              str(batching.max_bytes), str(batching.linger_ms)],
                             stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     return Running(destination, [proc], log, finite=True)
+
+
+def start_batch_floor(bootstrap: str, source: str, destination: str, codec: str, records: int, batching: Batching,
+                      workdir: Path, tag: str) -> Running:
+    """bench/batch_floor: raw Fetch -> transcoder_native's decode, re-batch and seal -> raw Produce, in Python
+    with no record object per record; the rest as `start_native_floor`."""
+    log = workdir / f"{tag}.log"
+    proc = subprocess.Popen([sys.executable, "-m", "bench.batch_floor", bootstrap, source, destination, codec,
+                             str(records), str(batching.max_bytes), str(batching.linger_ms)],
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    return Running(destination, [proc], log, finite=True)

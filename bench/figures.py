@@ -16,7 +16,7 @@ from bench.requests import ApiLoad, per_million
 from bench.spans import Span, WarmRule, min_copy_seconds
 
 #: Copier names, in the order of the results tables. mm2 uses transcoder's batching; mm2-default its own.
-COPIERS = ("transcoder", "mm2", "mm2-default", "kcat", "native-floor", "spark-local1", "spark-local2")
+COPIERS = ("transcoder", "mm2", "mm2-default", "kcat", "native-floor", "batch-floor", "spark-local1", "spark-local2")
 BASELINE = "mm2"  # every figure is also given as a ratio to MirrorMaker 2 at the same codec and batching
 
 

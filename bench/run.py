@@ -108,6 +108,11 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
                 running = copiers.start_native_floor(floor, bootstrap, source, dest, codec, seeded.records, batching,
                                                      work, tag)
+            elif copier == "batch-floor":
+                dest = f"{source}.{tag}"
+                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
+                running = copiers.start_batch_floor(bootstrap, source, dest, codec, seeded.records, batching, work,
+                                                    tag)
             else:
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()

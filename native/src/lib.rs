@@ -14,6 +14,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use rayon::prelude::*;
 
+pub mod stored;
+mod stored_py;
+
 /// Bytes of a v2 batch outside its records section.
 pub const BATCH_OVERHEAD: usize = 61;
 const MAGIC: u8 = 2;
@@ -99,7 +102,7 @@ pub fn compress(codec: Codec, level: i32, data: &[u8]) -> std::io::Result<Vec<u8
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, n: i64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, n: i64) {
     let mut v = ((n << 1) ^ (n >> 63)) as u64;
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -108,7 +111,7 @@ fn put_varint(out: &mut Vec<u8>, n: i64) {
     out.push(v as u8);
 }
 
-fn varint_len(n: i64) -> usize {
+pub(crate) fn varint_len(n: i64) -> usize {
     let mut v = ((n << 1) ^ (n >> 63)) as u64;
     let mut len = 1;
     while v >= 0x80 {
@@ -181,7 +184,13 @@ pub struct Producer {
 
 /// The whole v2 batch: header, CRC-32C (Castagnoli) over attributes to the end, compressed records.
 pub fn seal(framed: &Framed, codec: Codec, level: i32, base_offset: i64, producer: Producer) -> std::io::Result<Vec<u8>> {
-    let payload = compress(codec, level, &framed.section)?;
+    seal_parts(framed, &framed.section, codec, level, base_offset, producer)
+}
+
+/// `seal` with the records section given apart from the header fields (`framed.section` unused).
+pub fn seal_parts(framed: &Framed, section: &[u8], codec: Codec, level: i32, base_offset: i64, producer: Producer)
+                  -> std::io::Result<Vec<u8>> {
+    let payload = compress(codec, level, section)?;
     let mut out = Vec::with_capacity(BATCH_OVERHEAD + payload.len());
     out.extend_from_slice(&base_offset.to_be_bytes());
     out.extend_from_slice(&((BATCH_OVERHEAD - 12 + payload.len()) as i32).to_be_bytes());
@@ -263,13 +272,13 @@ fn frame_list(records: &Bound<'_, PyList>) -> PyResult<Framed> {
     Ok(Framed { section, count: records.len() as i32, base_timestamp: base_ts, max_timestamp: max_ts })
 }
 
-fn codec_level(codec: &str, level: Option<i32>) -> PyResult<(Codec, i32)> {
+pub(crate) fn codec_level(codec: &str, level: Option<i32>) -> PyResult<(Codec, i32)> {
     let c = Codec::parse(codec).map_err(PyValueError::new_err)?;
     let l = c.level(level).map_err(PyValueError::new_err)?;
     Ok((c, l))
 }
 
-fn io_err(e: std::io::Error) -> PyErr {
+pub(crate) fn io_err(e: std::io::Error) -> PyErr {
     PyValueError::new_err(format!("compression failed: {e}"))
 }
 
@@ -330,5 +339,6 @@ fn transcoder_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(records_section, m)?)?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
     m.add("BATCH_OVERHEAD", BATCH_OVERHEAD)?;
+    stored_py::register(m)?;
     Ok(())
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ import kafka.errors
 import structlog
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
 
-from transcoder.codecs import Codec, encode_batches
+from transcoder.codecs import Codec, encode_batches, restamp, seal_sections
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.statistics import TopicProduce, Window
@@ -113,12 +114,17 @@ class FailureLog:
 @dataclass
 class _Batch:
     tp: tuple[str, int]
-    records: list[_Record]
+    records: list[_Record] | None  # the records framed here, or None for a section
     base_sequence: int
     payload: bytes
     first_sent: float  # monotonic
     size: int  # sum of the records' sizes
     reported: bool = False  # its delivery report is queued: it is never reported again
+    section: Any = None  # a transcoder_native.Section: records re-batched elsewhere, sealed here
+
+    @property
+    def count(self) -> int:
+        return len(self.section) if self.section is not None else len(self.records or ())
 
 
 class BatchProducer:
@@ -126,6 +132,7 @@ class BatchProducer:
                  linger_ms: int, max_bytes: int, max_records: int,
                  on_delivery: Callable[[KafkaError | None, Delivered], None],
                  on_stats: Callable[[dict[str, TopicProduce]], None] | None = None, stats_interval_ms: int = 5000,
+                 on_batch: Callable[[KafkaError | None, str, int, int, Any], None] | None = None,
                  queue_max_bytes: int = 256 * 1024 * 1024, request_timeout_ms: int = 30_000,
                  delivery_timeout_ms: int = 300_000, retry_backoff_ms: int = 100) -> None:
         self.codec, self.level, self.client_id = codec, level, client_id
@@ -133,6 +140,12 @@ class BatchProducer:
         self._acc: Accumulator[_Record] = Accumulator(max_bytes=max_bytes, max_records=max_records,
                                                       linger_s=linger_ms / 1000)
         self._on_delivery = on_delivery
+        #: sections' reports: (error, topic, partition, base offset, section), once per batch
+        self._on_batch = on_batch
+        #: batches made elsewhere (transcoder_native Sections), per partition in order, and the records they hold
+        #: until reported
+        self._sections: dict[tuple[str, int], deque[Any]] = {}
+        self._section_records = 0
         self._on_stats = on_stats
         self._stats_interval = stats_interval_ms / 1000
         self._queue_max_bytes = queue_max_bytes
@@ -188,6 +201,20 @@ class BatchProducer:
             if self._acc.add((topic, partition), (key, value, headers, ts, size), size, time.monotonic()):
                 self._wake.notify()
 
+    def produce_sections(self, topic: str, partition: int, sections: Sequence[Any]) -> None:
+        """Queue batches made elsewhere (transcoder_native Sections, in order); each is sealed with this
+        producer's id and sequence and reported once, to `on_batch`. No linger: they go as soon as they can."""
+        if self._on_batch is None:
+            raise RuntimeError(f"producer {self.client_id} takes no sections (no on_batch callback)")
+        if self._thread is None:
+            self.start()
+        with self._lock:
+            if self._closing:
+                raise RuntimeError(f"producer {self.client_id} is closed")
+            self._sections.setdefault((topic, partition), deque()).extend(sections)
+            self._section_records += sum(len(x) for x in sections)
+            self._wake.notify()
+
     def poll(self, timeout: float = 0) -> int:
         """Serve delivery reports (in this thread), waiting up to `timeout` seconds for the first one."""
         with self._lock:
@@ -197,11 +224,18 @@ class BatchProducer:
         served = 0
         for err, batch, base in done:
             topic, partition = batch.tp
-            for i, rec in enumerate(batch.records):
-                self._on_delivery(err, Delivered(topic, partition, base + i if base >= 0 else -1, rec))
-            served += len(batch.records)
-            with self._lock:
-                self._acc.taken(len(batch.records), batch.size)
+            if batch.section is not None:
+                assert self._on_batch is not None
+                self._on_batch(err, topic, partition, base, batch.section)
+                with self._lock:
+                    self._section_records -= batch.count
+            else:
+                assert batch.records is not None
+                for i, rec in enumerate(batch.records):
+                    self._on_delivery(err, Delivered(topic, partition, base + i if base >= 0 else -1, rec))
+                with self._lock:
+                    self._acc.taken(len(batch.records), batch.size)
+            served += batch.count
         self._maybe_emit_stats()
         return served
 
@@ -224,7 +258,7 @@ class BatchProducer:
         return len(self)
 
     def __len__(self) -> int:
-        return len(self._acc)  # held, in flight, or delivered with the report not yet served
+        return len(self._acc) + self._section_records  # held, in flight, or delivered with the report not yet served
 
     def close(self, timeout: float = 30.0) -> None:
         """Deliver what is held (bounded by `timeout`), stop the sender after its request in flight,
@@ -265,20 +299,25 @@ class BatchProducer:
                         return
                     now = time.monotonic()
                     taken = self._acc.take(now, flush=self._flushing, skip=set(retry))
-                    if taken or retry:
+                    # one batch per partition per round (a Produce request holds one per partition)
+                    sections = {tp: q.popleft() for tp, q in self._sections.items()
+                                if q and tp not in retry and tp not in taken}
+                    if taken or retry or sections:
                         break
                     due = self._acc.next_due(now)
                     self._wake.wait(0.5 if due is None else min(due, 0.5))
             batches = dict(retry)
             try:
-                batches.update(self._encode(taken))
+                batches.update(self._encode(taken, sections))
                 retry = self._send(batches)
             except Exception as exc:  # noqa: BLE001 - reported through delivery reports, never lost
                 log.error("batch_producer_failed", client_id=self.client_id, error=repr(exc))
                 err = KafkaError(KafkaError._FAIL, f"batch producer {self.client_id}: {exc!r}")
                 failed = [b for b in batches.values() if not b.reported] + [
                     _Batch(tp, records, -1, b"", time.monotonic(), sum(r[4] for r in records))
-                    for tp, records in taken.items() if tp not in batches]
+                    for tp, records in taken.items() if tp not in batches] + [
+                    _Batch(tp, None, -1, b"", time.monotonic(), s.size, section=s)
+                    for tp, s in sections.items() if tp not in batches]
                 self._finish([(err, b, -1) for b in failed])
                 retry = {}
                 try:  # what the broker got of these is unknown: never reuse their sequences
@@ -288,18 +327,41 @@ class BatchProducer:
             if retry:  # doubling while every round fails (Kafka unreachable), from retry_backoff_ms
                 time.sleep(min(MAX_RETRY_BACKOFF_S, self._backoff * 2 ** min(self._failing_rounds, 16)))
 
-    def _encode(self, taken: Mapping[tuple[str, int], list[_Record]]) -> dict[tuple[str, int], _Batch]:
+    def _encode(self, taken: Mapping[tuple[str, int], list[_Record]],
+                sections: Mapping[tuple[str, int], Any] | None = None) -> dict[tuple[str, int], _Batch]:
         """The batches taken, framed and compressed all at once: in parallel on all cores, the GIL released."""
+        now = time.monotonic()
+        out = {}
         tps = list(taken)
         bases = [self._sequence.get(tp, 0) for tp in tps]
         payloads = encode_batches([(taken[tp], self._producer_id, self._epoch, base) for tp, base in zip(tps, bases)],
-                                  codec=self.codec, level=self.level)
-        now = time.monotonic()
-        out = {}
+                                  codec=self.codec, level=self.level) if tps else []
         for tp, base, payload in zip(tps, bases, payloads, strict=True):
             records = taken[tp]
             self._sequence[tp] = batching.next_sequence(base, len(records))
             out[tp] = _Batch(tp, records, base, payload, now, sum(r[4] for r in records))
+        if sections:
+            stps = list(sections)
+            bases = [self._sequence.get(tp, 0) for tp in stps]
+            sealed = seal_sections([sections[tp] for tp in stps],
+                                   [(self._producer_id, self._epoch, base) for base in bases],
+                                   codec=self.codec, level=self.level)
+            for tp, base, payload in zip(stps, bases, sealed, strict=True):
+                s = sections[tp]
+                self._sequence[tp] = batching.next_sequence(base, len(s))
+                out[tp] = _Batch(tp, None, base, payload, now, s.size, section=s)
+        return out
+
+    def _stamp_again(self, retry: Mapping[tuple[str, int], _Batch]) -> dict[tuple[str, int], _Batch]:
+        """Batches to send again under a new producer id: records framed again, sections' batches restamped
+        (their header and CRC; what is compressed stays)."""
+        out = self._encode({tp: b.records for tp, b in retry.items() if b.section is None and b.records is not None})
+        for tp, b in retry.items():
+            if b.section is not None:
+                base = self._sequence.get(tp, 0)
+                self._sequence[tp] = batching.next_sequence(base, b.count)
+                out[tp] = _Batch(tp, None, base, restamp(b.payload, self._producer_id, self._epoch, base),
+                                 b.first_sent, b.size, section=b.section)
         return out
 
     def _send(self, batches: dict[tuple[str, int], _Batch]) -> dict[tuple[str, int], _Batch]:
@@ -337,7 +399,7 @@ class BatchProducer:
             for tp, b in group.items():
                 code, base_offset = answers.get(tp, (13, -1))  # no answer for it: NETWORK_EXCEPTION
                 kind = kafka.errors.for_code(code)
-                what = batching.outcome(code, len(b.records), kind.retriable)
+                what = batching.outcome(code, b.count, kind.retriable)
                 if what is Outcome.DELIVERED:
                     done.append((None, b, base_offset))
                     self._count(b)
@@ -350,16 +412,20 @@ class BatchProducer:
                     renew = True
                 elif what is Outcome.SPLIT:
                     self._sequence[tp] = b.base_sequence  # not written: its sequences go to the halves
-                    half = len(b.records) // 2
                     with self._lock:
-                        self._acc.put_back(tp, [b.records[:half], b.records[half:]])
+                        if b.section is not None:
+                            self._sections.setdefault(tp, deque()).extendleft(reversed(b.section.split()))
+                        else:
+                            assert b.records is not None
+                            half = len(b.records) // 2
+                            self._acc.put_back(tp, [b.records[:half], b.records[half:]])
                     log.info("batch_split", client_id=self.client_id, topic=tp[0], partition=tp[1],
-                             records=len(b.records), bytes=len(b.payload))
+                             records=b.count, bytes=len(b.payload))
                 else:
                     self._sequence[tp] = b.base_sequence  # not written: the next batch takes its sequences
                     renew = renew or code in batching.SEQUENCE_BROKEN_CODES
                     done.append((KafkaError(code, f"{tp[0]} [{tp[1]}]: the broker refused a batch of "
-                                                  f"{len(b.records)} records ({len(b.payload)} bytes)"), b, -1))
+                                                  f"{b.count} records ({len(b.payload)} bytes)"), b, -1))
         now = time.monotonic()
         for tp, b in list(retry.items()):
             if now - b.first_sent > self._delivery_timeout:
@@ -371,17 +437,17 @@ class BatchProducer:
         self._failing_rounds = self._failing_rounds + 1 if retry and not done else 0
         if renew:
             self._renew_producer_id(self._request_timeout_ms / 1000)
-            retry = self._encode({tp: b.records for tp, b in retry.items()})
+            retry = self._stamp_again(retry)
         return retry
 
     def _count(self, b: _Batch) -> None:
         topic = b.tp[0]
         with self._lock:
             self._batch_bytes.setdefault(topic, []).append(len(b.payload))
-            self._batch_records.setdefault(topic, []).append(len(b.records))
+            self._batch_records.setdefault(topic, []).append(b.count)
             sent = self._sent.setdefault(topic, [0, 0])
             sent[0] += b.size
-            sent[1] += len(b.records)
+            sent[1] += b.count
 
     def _finish(self, done: list[tuple[KafkaError | None, _Batch, int]]) -> None:
         if done:

@@ -143,6 +143,92 @@ class BrokerInfo:
                                         retriable=bool(err.retriable))
         return part
 
+    def fetch_many(self, by_leader: Mapping[int, Mapping[tuple[str, int], int]], *, max_bytes: int,
+                   partition_max_bytes: int, max_wait_ms: int, min_bytes: int) -> dict[tuple[str, int], Any]:
+        """One raw Fetch (read_committed) per leader, all sent at once: `by_leader` maps a leader's id to the
+        (topic, partition) -> offset to fetch from it. kafka-python's partition responses (records as stored,
+        aborted transactions, error code) per (topic, partition). KafkaUnavailableError when a leader does not
+        answer."""
+        import kafka.errors
+        from kafka.protocol.consumer import FetchRequest
+
+        topic_cls = FetchRequest.FetchTopic
+        requests = {}
+        for leader, offsets in by_leader.items():
+            topics: dict[str, list[Any]] = {}
+            for (topic, partition), offset in offsets.items():
+                topics.setdefault(topic, []).append(topic_cls.FetchPartition(
+                    partition=partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes))
+            requests[leader] = FetchRequest(
+                max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=1, session_id=0,
+                session_epoch=-1, topics=[topic_cls(topic=t, partitions=ps) for t, ps in topics.items()],
+                forgotten_topics_data=[], rack_id="", min_version=4, max_version=12)
+        manager = self._client()._manager  # kafka-python has no public raw Fetch
+        timeout_ms = self._timeout_ms + max_wait_ms
+
+        async def fetch() -> list[Any]:
+            sent = [manager.send(r, node_id=leader, request_timeout_ms=timeout_ms) for leader, r in requests.items()]
+            answers: list[Any] = []
+            for future in sent:  # all in flight at once; their answers in turn
+                try:
+                    answers.append(await future)
+                except Exception as exc:  # noqa: BLE001 - returned, raised below with the leader named
+                    answers.append(exc)
+            return answers
+
+        out: dict[tuple[str, int], Any] = {}
+        for leader, answer in zip(requests, manager.run(fetch), strict=True):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, kafka.errors.KafkaError):
+                    raise answer
+                raise KafkaUnavailableError(f"fetching from broker {leader}: {type(answer).__name__}: {answer}",
+                                            retriable=True) from answer
+            for t in answer.responses:
+                for part in t.partitions:
+                    out[(t.topic, part.partition_index)] = part
+        return out
+
+    def list_offsets(self, partitions: Iterable[tuple[str, int]], *, latest: bool) -> dict[tuple[str, int], int]:
+        """The earliest (log start) or latest (read_committed end) offset of each partition, asked of its leader.
+        KafkaUnavailableError naming the partition for an error or no answer."""
+        import kafka.errors
+        from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+        parts = list(partitions)
+        leaders = self.leaders({t for t, _ in parts})
+        topic_cls = ListOffsetsRequest.ListOffsetsTopic
+        by_leader: dict[int, dict[str, list[Any]]] = {}
+        for t, p in parts:
+            leader = leaders.get((t, p), -1)
+            if leader < 0:
+                raise KafkaUnavailableError(f"{t} [{p}] has no leader right now", topic=t, partition=p)
+            by_leader.setdefault(leader, {}).setdefault(t, []).append(topic_cls.ListOffsetsPartition(
+                partition_index=p, current_leader_epoch=-1, timestamp=-1 if latest else -2))
+        manager = self._client()._manager
+        out = {}
+        for leader, topics in by_leader.items():
+            request = ListOffsetsRequest(replica_id=-1, isolation_level=1, timeout_ms=self._timeout_ms,
+                                         topics=[topic_cls(name=t, partitions=ps) for t, ps in topics.items()],
+                                         min_version=2, max_version=9)
+
+            async def ask(request: Any = request, leader: int = leader) -> Any:
+                return await manager.send(request, node_id=leader)
+
+            try:
+                answer = manager.run(ask)
+            except kafka.errors.KafkaError as exc:
+                raise KafkaUnavailableError(f"listing offsets at broker {leader}: {type(exc).__name__}: {exc}",
+                                            retriable=True) from exc
+            for t in answer.topics:
+                for part in t.partitions:
+                    if part.error_code:
+                        err = kafka.errors.for_code(part.error_code).__name__
+                        raise KafkaUnavailableError(f"listing offsets of {t.name} [{part.partition_index}]: {err}",
+                                                    topic=t.name, partition=part.partition_index, kafka_error=err,
+                                                    retriable=True)
+                    out[(t.name, part.partition_index)] = part.offset
+        return out
+
     def stored_codecs(self, topic: str, partition: int, offset: int, *, leader: int,
                       max_bytes: int = 1 << 20) -> list[tuple[int, int]]:
         """(base offset, codec id) of the batches the broker stores from `offset` on (one Fetch).

@@ -21,8 +21,9 @@ class Ledger:
     def __init__(self, destinations_of: dict[str, tuple[str, ...]]) -> None:
         #: source topic -> destination topics it is copied to
         self.destinations_of = destinations_of
-        #: (destination topic, partition) -> source offsets and sizes produced, not yet acknowledged
-        self.pending: dict[Partition, deque[tuple[int, int]]] = {}
+        #: (destination topic, partition) -> what was produced and not yet acknowledged, in order: (source offset,
+        #: size) per record, or (first offset, last offset, records, size) per run handed to a batching destination
+        self.pending: dict[Partition, deque[tuple[int, ...]]] = {}
         #: source (topic, partition) -> the offset after the last record consumed
         self.next_offset: dict[Partition, int] = {}
         #: source (topic, partition) -> offsets held by side deliveries (dead-letter records, re-sends)
@@ -49,6 +50,38 @@ class Ledger:
         offset, size = self.pending[(dest_topic, partition)].popleft()
         self.in_flight_bytes -= size
         return offset
+
+    def sent_runs(self, produced: Mapping[Partition, tuple[int, int, int, int]]) -> None:
+        """Runs of records handed to a batching destination, one per destination partition: (first source offset,
+        last source offset, records, sizes added up). They are acknowledged batch by batch (`acked_through`),
+        in the order they were handed over, whatever batches they end up in."""
+        pending = self.pending
+        for dest, run in produced.items():
+            q = pending.get(dest)
+            if q is None:
+                q = pending[dest] = deque()
+            q.append(run)  # type: ignore[arg-type]
+            self.in_flight_bytes += run[3]
+
+    def acked_through(self, dest_topic: str, partition: int, last: int, records: int) -> int:
+        """A batch of `records` records ending at source offset `last` was acknowledged (or failed) by a
+        destination partition fed by `sent_runs`: the runs it covers are done, and the one it ends inside keeps
+        its rest. Returns the source offset of the batch's first record."""
+        q = self.pending[(dest_topic, partition)]
+        first = q[0][0]
+        left = records
+        while left:
+            r_first, r_last, r_n, r_size = q[0]  # type: ignore[misc]
+            if r_n <= left:
+                q.popleft()
+                self.in_flight_bytes -= r_size
+                left -= r_n
+                continue
+            done = r_size * left // r_n
+            q[0] = (last + 1, r_last, r_n - left, r_size - done)  # type: ignore[assignment]
+            self.in_flight_bytes -= done
+            break
+        return first
 
     def consumed(self, last: Mapping[Partition, int]) -> None:
         """The last source offset consumed per source partition (the chunk's; offsets only grow)."""
@@ -96,7 +129,8 @@ class Ledger:
         n = 0
         for topic, partition in sources:
             for dest in self.destinations_of.get(topic, ()):
-                n += len(self.pending.get((dest, partition), ()))
+                for entry in self.pending.get((dest, partition), ()):
+                    n += entry[2] if len(entry) == 4 else 1  # a run of records, or one record
             n += sum(self.held.get((topic, partition), {}).values())
         return n
 

@@ -189,3 +189,64 @@ def test_batches_refused_for_an_unknown_producer_id_go_again_under_a_new_one():
     # v2 batch header: producerId at byte 43, baseSequence at byte 53
     ids = [(int.from_bytes(b[43:51], "big"), int.from_bytes(b[53:57], "big")) for b in fake.sent]
     assert ids[0][0] == 101 and ids[-1] == (102, 0), ids
+
+
+class _Picky(_ForgetsProducer):
+    """Refuses batches of over 30 records as too large (MESSAGE_TOO_LARGE), forgets the producer id once."""
+
+    forgot = False
+
+    def produce(self, batches: Any, *, leader: int, timeout_ms: int) -> dict[tuple[str, int], tuple[int, int]]:
+        from kafka.record import MemoryRecords
+
+        out = {}
+        for tp, b in batches.items():
+            n = len(list(MemoryRecords(bytes(b)).next_batch()))
+            self.sent.append(b)
+            if n > 30:
+                out[tp] = (10, -1)
+            elif not self.forgot:
+                self.forgot = True
+                out[tp] = (59, -1)  # UNKNOWN_PRODUCER_ID
+            else:
+                out[tp] = (0, self.offsets.get(tp, 0))
+                self.offsets[tp] = self.offsets.get(tp, 0) + n
+        return out
+
+
+def test_sections_are_sealed_split_when_too_large_and_restamped_under_a_new_producer_id():
+    import transcoder_native as native
+    from kafka.record import MemoryRecords
+
+    stored = b"".join(native.encode_batch([(b"k%d" % i, b"v%d" % i, [], 1000 + i) for i in range(j, j + 50)],
+                                          codec="none", base_offset=j) for j in range(0, 200, 50))
+    rb = native.Rebatcher(1 << 20, 100)
+    rb.add(native.decode_stored(stored, 0), 0)
+    sections = rb.take(flush=True)
+    assert [len(s) for s in sections] == [100, 100]
+    reports: list[tuple] = []
+    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
+                      max_bytes=1 << 20, max_records=1000, on_delivery=lambda e, m: None,
+                      on_batch=lambda err, t, part, base, s: reports.append((err, t, part, base, s.offsets)))
+    fake = _Picky()
+    p._info = fake  # type: ignore[assignment]
+    p.start()
+    p.produce_sections("t", 0, sections)
+    assert len(p) == 200
+    assert p.flush(10) == 0
+    p.close(5)
+    assert [r[0] for r in reports] == [None] * len(reports)
+    # 100 -> 50 -> 25 + 25, twice; in source order
+    assert [len(r[4]) for r in reports] == [25] * 8
+    assert [o for r in reports for o in r[4]] == list(range(200))
+    written = [b for b in fake.sent if len(list(MemoryRecords(bytes(b)).next_batch())) <= 30]
+    got = []
+    for b in written:
+        batch = MemoryRecords(bytes(b)).next_batch()
+        assert batch.validate_crc()
+        got += [(r.key, r.timestamp) for r in batch]
+    assert got[-200:] == [(b"k%d" % i, 1000 + i) for i in range(200)]
+    # the first written batch was refused for an unknown producer id and went again restamped under the new one
+    ids = [(MemoryRecords(bytes(b)).next_batch().producer_id, MemoryRecords(bytes(b)).next_batch().base_sequence)
+           for b in written]
+    assert ids[-8:] == [(102, 25 * i) for i in range(8)], ids

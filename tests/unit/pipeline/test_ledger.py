@@ -280,3 +280,38 @@ def test_release_of_a_forgotten_partition_is_a_no_op():
     ledger.hold(SRC, 9)
     ledger.release(SRC, 4)  # not held (any more): nothing to release, 9 stays held
     assert ledger.held == {SRC: {9: 1}}
+
+
+# ---------------------------------------------------------------------- runs (batching destinations)
+def hand_over(ledger: Ledger, offsets: list[int], dests: tuple[str, ...], size: int = 10) -> None:
+    """Records handed to a batching destination as one run, as the writer does per fetched record set."""
+    ledger.sent_runs({(d, 0): (offsets[0], offsets[-1], len(offsets), size * len(offsets)) for d in dests})
+    ledger.consumed({SRC: offsets[-1]})
+
+
+def test_batches_acknowledge_the_runs_they_cover_whatever_their_bounds():
+    ledger = Ledger({"src": ("a",)})
+    hand_over(ledger, list(range(0, 100, 2)), ("a",))  # 50 records, gaps (compacted) between
+    hand_over(ledger, list(range(100, 130)), ("a",))  # 30 more
+    assert ledger.in_flight_bytes == 800 and ledger.outstanding([SRC]) == 80
+    assert ledger.committable(SRC) == 0
+    # a batch of the first 20 records (0..38), inside the first run
+    assert ledger.acked_through("a", 0, 38, 20) == 0
+    assert ledger.committable(SRC) == 39 and ledger.outstanding([SRC]) == 60
+    # a batch from 40 to 109: the rest of the first run and 10 of the second
+    assert ledger.acked_through("a", 0, 109, 40) == 39
+    assert ledger.committable(SRC) == 110 and ledger.outstanding([SRC]) == 20
+    assert ledger.acked_through("a", 0, 129, 20) == 110
+    assert ledger.committable(SRC) == 130 and ledger.outstanding([SRC]) == 0
+    assert ledger.in_flight_bytes == 0
+
+
+def test_runs_hold_the_commit_until_every_destination_has_them():
+    ledger = Ledger({"src": ("a", "b")})
+    hand_over(ledger, list(range(10)), ("a", "b"))
+    ledger.acked_through("a", 0, 9, 10)
+    assert ledger.committable(SRC) == 0
+    ledger.acked_through("b", 0, 4, 5)
+    assert ledger.committable(SRC) == 5
+    ledger.acked_through("b", 0, 9, 5)
+    assert ledger.committable(SRC) == 10 and ledger.in_flight_bytes == 0

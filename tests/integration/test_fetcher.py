@@ -1,0 +1,95 @@
+"""The fetcher (raw Fetches decoded by the compiled part) on the real broker: every committed record of every
+partition, record by record as a read_committed consumer reads them; positions reset as auto.offset.reset says
+when the records are gone; paused partitions not fetched."""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+from confluent_kafka import TopicPartition
+
+from tests.support.records import produce_transactions, read_all
+from transcoder.kafka import fetcher as fetcher_module
+from transcoder.kafka.fetcher import Fetcher
+
+
+def drain(f: Fetcher, rounds: int = 200) -> dict[tuple[str, int], list[tuple]]:
+    """Fetch until a round brings nothing and every partition is at its end; (offset, ts, key, value, headers)."""
+    out: dict[tuple[str, int], list[tuple]] = {tp: [] for tp in f.positions}
+    for _ in range(rounds):
+        got = f.fetch()
+        for tp, fetched in got.items():
+            out[tp] += [fetched.records.record(i) for i in range(len(fetched.records))]
+        if got and all(f.positions[tp] >= fetched.end for tp, fetched in got.items()) and \
+                all(len(x.records) == 0 for x in got.values()):
+            return out
+    raise AssertionError(f"not at the end after {rounds} rounds: {f.positions}")
+
+
+def test_every_committed_record_of_every_partition(kafka, topic_factory):
+    topic = topic_factory(partitions=3)
+    produce_transactions(kafka.bootstrap, topic, transactions=8, per=900, partitions=3,
+                         aborted=lambda t: t % 3 == 2, headers=True)
+    want = read_all(kafka.bootstrap, topic)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", partition_max_bytes=8192, max_wait_ms=100)
+    try:
+        f.assign({(topic, p): None for p in range(3)})
+        got = drain(f)
+    finally:
+        f.close()
+    for p in range(3):
+        assert [(o, ts, k, v, tuple(h)) for o, ts, k, v, h in got[(topic, p)]] == \
+               [(o, ts, k, v, h) for q, o, k, v, h, ts in want if q == p]
+    assert sum(map(len, got.values())) == 6 * 900
+
+
+def test_records_gone_before_they_were_fetched_reset_the_position_and_say_so(kafka, topic_factory, admin,
+                                                                             producer_factory, fresh_structlog,
+                                                                             monkeypatch):
+    monkeypatch.setattr(fetcher_module, "log", structlog.get_logger("transcoder.fetcher"))
+    topic = topic_factory(partitions=1)
+    p = producer_factory()
+    for i in range(100):
+        p.produce(topic, value=b"v%d" % i, partition=0)
+    p.flush(30)
+    admin.delete_records([TopicPartition(topic, 0, 60)])[TopicPartition(topic, 0, 60)].result(30)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", max_wait_ms=100)
+    try:
+        f.assign({(topic, 0): 10})
+        with structlog.testing.capture_logs() as logs:
+            got = drain(f)
+    finally:
+        f.close()
+    assert [r[3] for r in got[(topic, 0)]] == [b"v%d" % i for i in range(60, 100)]
+    (line,) = [e for e in logs if e["event"] == "offset_out_of_range"]
+    assert (line["topic"], line["partition"], line["offset"], line["reset_to"], line["skipped"]) == (topic, 0, 10, 60, 50)
+
+
+def test_latest_starts_at_the_end_and_paused_partitions_wait(kafka, topic_factory, producer_factory):
+    topic = topic_factory(partitions=2)
+    p = producer_factory()
+    for i in range(10):
+        p.produce(topic, value=b"old%d" % i, partition=i % 2)
+    p.flush(30)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", max_wait_ms=100, reset="latest")
+    try:
+        f.assign({(topic, 0): None, (topic, 1): None})
+        assert f.positions == {(topic, 0): 5, (topic, 1): 5}
+        f.paused.add((topic, 1))
+        for i in range(10):
+            p.produce(topic, value=b"new%d" % i, partition=i % 2)
+        p.flush(30)
+        deadline = time.monotonic() + 30
+        seen: list[bytes] = []
+        while len(seen) < 5 and time.monotonic() < deadline:
+            got = f.fetch()
+            assert (topic, 1) not in got
+            for fetched in got.values():
+                seen += [fetched.records.record(i)[3] for i in range(len(fetched.records))]
+        assert seen == [b"new%d" % i for i in range(0, 10, 2)]
+        f.paused.clear()
+        later = drain(f)
+        assert [r[3] for r in later[(topic, 1)]] == [b"new%d" % i for i in range(1, 10, 2)]
+    finally:
+        f.close()

@@ -1,0 +1,153 @@
+"""Raw Fetches of a lane's partitions: the records as the broker stores them, decoded by the compiled part
+(transcoder_native.decode_stored) without a record object per record.
+
+One Fetch request per leader per round, all leaders at once, read_committed (aborted transactions and markers
+are left out as a Java consumer leaves them out), waiting up to `max_wait_ms` for `min_bytes`: what librdkafka's
+consumer does with fetch.wait.max.ms and fetch.min.bytes, whose names the lane's config takes. Positions are the
+fetcher's own: the caller sets them (committed offsets, or the reset policy's) and they advance past every
+whole batch read, control and aborted batches included.
+
+Group membership and commits stay with the lane's consumer; this only reads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from transcoder.codecs import decode_stored
+from transcoder.errors import KafkaUnavailableError, TranscoderError
+from transcoder.kafka.batch_producer import FailureLog
+from transcoder.kafka.protocol import BrokerInfo
+from transcoder.pipeline.partitions import Partition
+
+log = structlog.get_logger("transcoder.fetcher")
+
+#: Fetch errors after which the partition's leader is looked up again (kafka-python's error names).
+_STALE_LEADER = frozenset({"NotLeaderForPartitionError", "NotLeaderOrFollowerError", "UnknownTopicOrPartitionError",
+                           "FencedLeaderEpochError", "UnknownLeaderEpochError", "LeaderNotAvailableError",
+                           "KafkaStorageError", "OffsetNotAvailableError"})
+
+
+@dataclass
+class Fetched:
+    """What one round of Fetches brought for one partition."""
+
+    records: Any  # transcoder_native.StoredRecords
+    #: the partition's read_committed end (last stable offset) as the broker answered
+    end: int
+
+
+class Fetcher:
+    def __init__(self, librdkafka: Mapping[str, Any], client_id: str, *, max_bytes: int = 52_428_800,
+                 partition_max_bytes: int = 1_048_576, max_wait_ms: int = 500, min_bytes: int = 1,
+                 reset: str = "earliest", request_timeout_ms: int = 30_000) -> None:
+        self.client_id = client_id
+        self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
+        self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
+        self.max_wait_ms, self.min_bytes = max_wait_ms, min_bytes
+        if reset not in ("earliest", "latest"):
+            raise TranscoderError(f"auto.offset.reset must be earliest or latest, not {reset!r}")
+        self.reset = reset
+        self._request_timeout_ms = request_timeout_ms
+        #: source partition -> the next offset to fetch
+        self.positions: dict[Partition, int] = {}
+        self.paused: set[Partition] = set()
+        self._leaders: dict[Partition, int] = {}
+        self._failures = FailureLog(client_id)
+
+    # ------------------------------------------------------------------ positions
+    def assign(self, positions: Mapping[Partition, int | None]) -> None:
+        """Start fetching these partitions at these offsets (None: by the reset policy, earliest or latest)."""
+        unknown = [tp for tp, off in positions.items() if off is None or off < 0]
+        if unknown:
+            starts = self._info.list_offsets(unknown, latest=self.reset == "latest")
+        for tp, off in positions.items():
+            self.positions[tp] = starts[tp] if off is None or off < 0 else off
+
+    def revoke(self, partitions: Iterable[Partition]) -> None:
+        for tp in partitions:
+            self.positions.pop(tp, None)
+            self.paused.discard(tp)
+
+    def seek(self, tp: Partition, offset: int) -> None:
+        self.positions[tp] = offset
+
+    # ------------------------------------------------------------------ fetching
+    def fetch(self) -> dict[Partition, Fetched]:
+        """One round: a Fetch to each leader of the partitions not paused, at once; the partitions' records
+        from their positions, decoded, and the positions moved past them. Waits up to max_wait_ms when
+        nothing is there. A partition whose leader moved is looked up again at the next round."""
+        wanted = {tp: off for tp, off in self.positions.items() if tp not in self.paused}
+        if not wanted:
+            return {}
+        missing = {t for t, p in wanted if self._leaders.get((t, p), -1) < 0}
+        if missing:
+            try:
+                self._leaders.update(self._info.leaders(missing))
+                self._failures.succeeded("metadata_request_failed", time.monotonic())
+            except Exception as exc:  # noqa: BLE001 - kafka-python's errors: logged with back-off, asked again
+                self._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
+                return {}
+        by_leader: dict[int, dict[Partition, int]] = {}
+        for tp, off in wanted.items():
+            leader = self._leaders.get(tp, -1)
+            if leader >= 0:
+                by_leader.setdefault(leader, {})[tp] = off
+        try:
+            answers = self._info.fetch_many(by_leader, max_bytes=self.max_bytes,
+                                            partition_max_bytes=self.partition_max_bytes,
+                                            max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes)
+            self._failures.succeeded("fetch_request_failed", time.monotonic())
+        except KafkaUnavailableError as exc:
+            self._failures.failed("fetch_request_failed", time.monotonic(), error=str(exc))
+            for leader in list(by_leader):
+                for tp in by_leader[leader]:
+                    self._leaders.pop(tp, None)
+            return {}
+        out: dict[Partition, Fetched] = {}
+        for tp, part in answers.items():
+            offset = wanted[tp]
+            if part.error_code:
+                self._fetch_error(tp, offset, part.error_code)
+                continue
+            aborted = [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or ())]
+            try:
+                records = decode_stored(part.records or b"", offset, aborted)
+            except ValueError as exc:
+                raise TranscoderError(f"{tp[0]} [{tp[1]}] {exc}: stored data transcoder cannot read",
+                                      topic=tp[0], partition=tp[1], offset=offset) from None
+            end = part.last_stable_offset if part.last_stable_offset >= 0 else part.high_watermark
+            if tp in self.positions:  # not revoked meanwhile
+                self.positions[tp] = records.next_offset
+            out[tp] = Fetched(records, end)
+        return out
+
+    def _fetch_error(self, tp: Partition, offset: int, code: int) -> None:
+        import kafka.errors
+
+        err = kafka.errors.for_code(code)
+        name = err.__name__
+        if name in _STALE_LEADER:
+            self._leaders.pop(tp, None)
+            self._failures.failed("fetch_partition_failed", time.monotonic(), topic=tp[0], partition=tp[1],
+                                  error=name)
+            return
+        if name == "OffsetOutOfRangeError":
+            # The records from `offset` are gone (retention, truncation) or not there yet: reset, as
+            # auto.offset.reset says, and say how many were skipped.
+            (start,) = self._info.list_offsets([tp], latest=self.reset == "latest").values()
+            log.warning("offset_out_of_range", topic=tp[0], partition=tp[1], offset=offset, reset=self.reset,
+                        reset_to=start, skipped=max(0, start - offset),
+                        note="the records between were deleted before they were copied" if start > offset else "")
+            self.positions[tp] = start
+            return
+        raise TranscoderError(f"fetching {tp[0]} [{tp[1]}] offset {offset}: {name}", topic=tp[0], partition=tp[1],
+                              offset=offset, kafka_error=name)
+
+    def close(self) -> None:
+        self._info.close()
