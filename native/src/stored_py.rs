@@ -69,6 +69,17 @@ impl StoredRecords {
         self.inner.recs.iter().map(|r| r.offset).collect()
     }
 
+    /// The first and last record's offsets (-1 without records).
+    #[getter]
+    fn first_offset(&self) -> i64 {
+        self.inner.recs.first().map_or(-1, |r| r.offset)
+    }
+
+    #[getter]
+    fn last_offset(&self) -> i64 {
+        self.inner.recs.last().map_or(-1, |r| r.offset)
+    }
+
     /// Record `i` as `(offset, timestamp_ms, key, value, headers)` (timestamp -1: none stored, message format v0;
     /// headers a list of `(name, value)`): for the records a caller needs one by one (samples, errors).
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyTuple>> {

@@ -424,8 +424,8 @@ class BatchProducer:
                 else:
                     self._sequence[tp] = b.base_sequence  # not written: the next batch takes its sequences
                     renew = renew or code in batching.SEQUENCE_BROKEN_CODES
-                    done.append((KafkaError(code, f"{tp[0]} [{tp[1]}]: the broker refused a batch of "
-                                                  f"{b.count} records ({len(b.payload)} bytes)"), b, -1))
+                    done.append((KafkaError(code, f"{tp[0]} [{tp[1]}]: {KafkaError(code).str()}: the broker refused "
+                                                  f"a batch of {b.count} records ({len(b.payload)} bytes)"), b, -1))
         now = time.monotonic()
         for tp, b in list(retry.items()):
             if now - b.first_sent > self._delivery_timeout:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import structlog
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from transcoder.codecs import built_here
+from transcoder.codecs import Rebatcher, built_here
 from transcoder.config import Batch, Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import BatchProducer, Delivered
@@ -117,14 +117,16 @@ def producer_config(config: Config, client_id: str, target: Target,
 
 def batch_producer(config: Config, client_id: str, target: Target,
                    on_delivery: Callable[[KafkaError | None, Any], None],
-                   on_stats: Callable[[dict[str, TopicProduce]], None]) -> BatchProducer:
-    """The producer of a destination librdkafka cannot compress (zstd 13-22), batching alike."""
+                   on_stats: Callable[[dict[str, TopicProduce]], None],
+                   on_batch: Callable[[KafkaError | None, str, int, int, Any], None] | None = None) -> BatchProducer:
+    """The producer of a destination whose batches transcoder builds itself: every destination of a lane that
+    fetches raw batches (`on_batch`: their reports), and zstd 13-22 (librdkafka refuses them) otherwise."""
     d = target.destination
     return BatchProducer(
         config.target_cluster.librdkafka(), codec=d.codec, level=d.level, client_id=client_id,
         linger_ms=d.batch.linger_ms, max_bytes=d.batch.max_bytes, max_records=d.batch.max_records,
         on_delivery=on_delivery, on_stats=on_stats, stats_interval_ms=config.metrics.stats_interval_ms,
-        queue_max_bytes=2 * config.max_in_flight_bytes + (1 << 20),
+        queue_max_bytes=2 * config.max_in_flight_bytes + (1 << 20), on_batch=on_batch,
     )
 
 
@@ -132,7 +134,7 @@ class Writer:
     """Writes the records of some source topics to their destinations (the targets of one lane)."""
 
     def __init__(self, config: Config, name: str, targets: Sequence[Target], metrics: WriterMetrics, *,
-                 create: ClientFactory = _build, start_ms: float | None = None) -> None:
+                 create: ClientFactory = _build, start_ms: float | None = None, batched: bool = False) -> None:
         self.config = config
         self.name = name
         self.metrics = metrics
@@ -163,6 +165,14 @@ class Writer:
         self.transactional = config.guarantee == "exactly-once"
         if self.transactional and len(targets) != 1:
             raise TranscoderError(f"lane {name}: exactly-once needs one destination per lane, not {len(targets)}")
+        #: fed raw record sets (`write_stored`): every destination re-batches them (native Rebatcher) and sends
+        #: its batches through a BatchProducer, acknowledged batch by batch; exactly-once is not batched yet
+        self.batched = batched and not self.transactional
+        #: source topic -> [(producer, destination topic, target)] of the batched path
+        self.batch_routes: dict[str, list[tuple[BatchProducer, str, Target]]] = {}
+        #: (destination topic, partition) -> its Rebatcher, and when its open section got its first record
+        self._rebatchers: dict[Partition, Any] = {}
+        self._opened: dict[Partition, float] = {}
         self.transactional_id: str | None = None
         self._txn_errors: Any = None  # the transactional producer's error_cb (an ErrorTracker): why it failed
         #: the librdkafka producers' error_cb (ErrorTracker): whether the destination cluster can be reached
@@ -183,11 +193,14 @@ class Writer:
                 # A refused batch fails the transaction: nothing is re-sent outside it.
                 self._txn_target = (target, self._delivery_callback(only, resend_refused=False), client_id)
                 continue
-            if built_here(target.destination.codec, target.destination.level):
+            if self.batched or built_here(target.destination.codec, target.destination.level):
                 # Its batches are split until they fit: a failure is already one record's.
                 cb = self._delivery_callback(only, resend_refused=False)
-                p = create("produce", lambda t=target, cb=cb, c=client_id: batch_producer(
-                    config, c, t, cb, self._produced), lambda c: c.start())
+                on_batch = self._batch_delivered if self.batched else None
+                p = create("produce", lambda t=target, cb=cb, c=client_id, ob=on_batch: batch_producer(
+                    config, c, t, cb, self._produced, ob), lambda c: c.start())
+                for s in target.sources:
+                    self.batch_routes.setdefault(s, []).append((p, target.topic_for(s), target))
             else:
                 cb = self._delivery_callback(only, resend_refused=True)
                 conf = producer_config(config, client_id, target, cb, self._on_producer_stats)
@@ -388,6 +401,77 @@ class Writer:
             ledger.sent(chunk, sent_bytes)
             ledger.consumed(last)
         return n, in_bytes
+
+    # ------------------------------------------------------------------ the batched path
+    def write_stored(self, source: Partition, records: Any, now: float) -> tuple[int, int]:
+        """Hand fetched records (a transcoder_native StoredRecords, in offset order) of one source partition to
+        every destination of its topic: re-batched there, sent as their batches close (size, count) or linger
+        ends (`tick`). Returns (records, bytes). No Python per record."""
+        n = len(records)
+        if not n:
+            return 0, 0
+        topic, partition = source
+        first, last = records.first_offset, records.last_offset
+        size = records.size
+        now_ms = int(time.time() * 1000)
+        routes = self.batch_routes[topic]
+        runs = {}
+        for _, dest, _ in routes:
+            runs[(dest, partition)] = (first, last, n, size)
+        self.ledger.sent_runs(runs)
+        self.ledger.consumed({source: last})
+        for producer, dest, target in routes:
+            key = (dest, partition)
+            rb = self._rebatchers.get(key)
+            if rb is None:
+                b = target.destination.batch
+                rb = self._rebatchers[key] = Rebatcher(b.max_bytes, b.max_records)
+            rb.add(records, now_ms)
+            if rb.ready:
+                producer.produce_sections(dest, partition, rb.take())
+                if rb.records:
+                    self._opened[key] = now  # what is left arrived now
+            elif key not in self._opened:
+                self._opened[key] = now
+        return n, size
+
+    def tick(self, now: float, *, flush: bool = False) -> None:
+        """Send the open batches whose linger is over (all of them with `flush`)."""
+        if not self._opened:
+            return
+        for key, since in list(self._opened.items()):
+            dest, partition = key
+            target = self.target_of[dest]
+            if flush or now - since >= target.destination.batch.linger_ms / 1000:
+                sections = self._rebatchers[key].take(flush=True)
+                del self._opened[key]
+                if sections:
+                    producer = next(p for p, d, _ in self.batch_routes[self.source_of[dest]] if d == dest)
+                    producer.produce_sections(dest, partition, sections)
+
+    def _batch_delivered(self, err: KafkaError | None, dest: str, partition: int, base: int, section: Any) -> None:
+        """The report of one batch of the batched path: the ledger's runs it covers, the metrics, the offset map;
+        or a failure per record (the batch producer split it down first where its size was refused)."""
+        n = len(section)
+        self.ledger.acked_through(dest, partition, section.last_offset, n)
+        source = self.source_of[dest]
+        if err is not None:
+            for i in range(n):
+                offset, ts, key, value, headers = section.record(i)
+                self._failed(Failure((source, partition), offset, dest, err.name(), err.str(),
+                                     Delivered(dest, partition, -1, (key, value, headers, ts, 0))), False)
+            return
+        self._acked[dest] += n
+        ts = section.max_timestamp
+        self.acked_ts[(dest, partition)] = ts
+        if ts >= self.start_ms:
+            self.metrics.latency(dest, max(0.0, time.time() - ts / 1000))
+        else:  # backlog: its age is not the pipeline's latency
+            self.metrics.backfill(dest)
+        if self.offset_map is not None:
+            add = self.offset_map.add
+            for i, offset in enumerate(section.offsets):
+                add(source, dest, partition, offset, base + i)
 
     def write_partition(self, topic: str, partition: int, offsets: Sequence[int], keys: Sequence[bytes | None],
                         values: Sequence[bytes | None], headers: Sequence[list[tuple[str, bytes | None]] | None],
@@ -598,6 +682,7 @@ class Writer:
         def left() -> float:
             return max(0.0, deadline - time.monotonic())
 
+        self.tick(time.monotonic(), flush=True)
         for p in self.producers:
             p.flush(left())
         self._resend_refused()

@@ -26,7 +26,9 @@ from confluent_kafka import (
 
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
+from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.clients import client_config, start_threads
+from transcoder.kafka.fetcher import Fetcher
 from transcoder.kafka.statistics import consumer_lag, stable_offsets
 from transcoder.kafka.watermarks import EndOffsets
 from transcoder.kafka.writer import Writer
@@ -40,6 +42,9 @@ from transcoder.service.scoring import Scorer
 log = structlog.get_logger("transcoder.lane")
 
 _CONSUME_BATCH = 2000
+#: The batched path's Fetch waits up to this long for records (fetch.wait.max.ms): the loop's other duties
+#: (linger, commits, reports) come round at least this often.
+FETCH_WAIT_MS = 100
 #: Readiness: records in flight without any acknowledgement for this long (or twice the longest linger) mean
 #: the lane cannot produce.
 STALL_S = 15.0
@@ -78,7 +83,11 @@ class Lane:
         self._revoke_error: BaseException | None = None
         self._committed_ts: dict[Partition, int] = {}
         self.threads = threads or ThreadLedger()
-        self.writer = Writer(config, spec.name, spec.targets, metrics,
+        #: at-least-once lanes read raw record sets (Fetcher) and write batches built from them, with no Python
+        #: per record; the consumer only keeps the group (its partitions stay paused) and commits.
+        #: exactly-once lanes consume and produce record by record through librdkafka's transactional producer.
+        self._batched = config.guarantee == "at-least-once"
+        self.writer = Writer(config, spec.name, spec.targets, metrics, batched=self._batched,
                              create=lambda part, make, start: self.threads.create((spec.name, part), make, start))
         self.ledger = self.writer.ledger
         self.status = LaneStatus(name=spec.name, group_id=spec.group_id, acked=self.writer.acked_total,
@@ -95,6 +104,12 @@ class Lane:
         #: the partitions' ends, asked of the broker each statistics emission (librdkafka's learns them from fetches)
         self._ends = EndOffsets(config.cluster.librdkafka(), f"transcoder-{spec.name}-ends",
                                 lambda make: self.threads.create((spec.name, "consume"), make))
+        self.fetcher = Fetcher(config.cluster.librdkafka(), f"transcoder-{spec.name}-fetch",
+                               reset=config.start if isinstance(config.start, str) else "earliest",
+                               max_wait_ms=FETCH_WAIT_MS) if self._batched else None
+        #: batched: each partition's read_committed end as the last Fetch answered
+        self._fetched_ends: dict[Partition, int] = {}
+        self._stray_logged = False
         self._closed = False
         self._eos = config.guarantee == "exactly-once"
         #: exactly-once: per partition never committed, the first offset read (where an aborted transaction rewinds to)
@@ -113,6 +128,9 @@ class Lane:
         if self._eos:  # the offsets are committed in transactions, which the consumer's own figure does not see
             lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in stable_offsets(stats).items()
                     if tp in self._last_committed}
+        elif self._batched:  # the consumer never fetches: the ends are the fetcher's and the broker's
+            lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in self._fetched_ends.items()
+                    if tp in self._last_committed and tp in self._assigned}
         else:
             lags = consumer_lag(stats)
         # librdkafka learns a partition's end from its fetches, which stop while the lane is paused or its prefetch
@@ -151,11 +169,24 @@ class Lane:
         for p in committed:
             if p.offset >= 0:
                 self._last_committed[(p.topic, p.partition)] = p.offset
-        if isinstance(self.config.start, datetime):
-            self._seek_to_start_time(consumer, partitions, committed)
-        # librdkafka keeps a partition's pause across assignments: one paused by backpressure before it was lost
-        # would stay paused for good once assigned again. It follows the lane's state instead.
-        (consumer.pause if self._paused else consumer.resume)(partitions)
+        if self.fetcher is not None:
+            starts: dict[Partition, int | None] = {(p.topic, p.partition): p.offset if p.offset >= 0 else None
+                                                   for p in committed}
+            if isinstance(self.config.start, datetime):
+                starts.update(self._start_time_offsets(consumer, committed))
+            self.fetcher.assign(starts)
+            if self._paused:
+                self.fetcher.paused.update(tps)
+            # librdkafka never fetches them: the fetcher does. Assigned here (confluent-kafka then skips its own
+            # assignment) so that the pause lands on the assigned partitions.
+            consumer.incremental_assign(partitions)
+            consumer.pause(partitions)
+        else:
+            if isinstance(self.config.start, datetime):
+                self._seek_to_start_time(consumer, partitions, committed)
+            # librdkafka keeps a partition's pause across assignments: one paused by backpressure before it was
+            # lost would stay paused for good once assigned again. It follows the lane's state instead.
+            (consumer.pause if self._paused else consumer.resume)(partitions)
         self.status.assigned = sorted(self._assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
         if self._eos:
@@ -169,6 +200,17 @@ class Lane:
         self.writer.begin_transactions(tid, self.config.shutdown_timeout_s)
         self._txn_first.clear()
         log.info("transactions_begun", lane=self.spec.name, transactional_id=tid, partitions=show(sorted(self._assigned)))
+
+    def _start_time_offsets(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Partition, int | None]:
+        """Where partitions this group never committed start: the first offset at the configured time (None:
+        no record since, so by the reset policy)."""
+        assert isinstance(self.config.start, datetime)
+        fresh = [TopicPartition(p.topic, p.partition, int(self.config.start.timestamp() * 1000))
+                 for p in committed if p.offset == OFFSET_INVALID]
+        if not fresh:
+            return {}
+        return {(p.topic, p.partition): p.offset if p.offset >= 0 else None
+                for p in consumer.offsets_for_times(fresh, timeout=30)}
 
     def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition],
                             committed: list[TopicPartition]) -> None:
@@ -211,6 +253,10 @@ class Lane:
         log.warning("partitions_lost", lane=self.spec.name, partitions=show(tps))
 
     def _release(self, tps: list[Partition]) -> None:
+        if self.fetcher is not None:
+            self.fetcher.revoke(tps)
+        for tp in tps:
+            self._fetched_ends.pop(tp, None)
         self.ledger.forget(tps)
         self._assigned.difference_update(tps)
         self._ends.forget(tps)
@@ -234,18 +280,21 @@ class Lane:
             self.consumer.subscribe(list(self.spec.sources), on_assign=self._on_assign,
                                     on_revoke=self._on_revoke, on_lost=self._on_lost)
             while not stop.is_set():
-                # What is queued, without waiting; else wait for the first record only (a batch
-                # call waits for all _CONSUME_BATCH or the timeout: up to 200 ms added latency),
-                # with what arrived along with it.
-                msgs = self.consumer.consume(_CONSUME_BATCH, timeout=0)
-                if not msgs:
-                    msgs = self.consumer.consume(1, timeout=0.2)
+                if self.fetcher is not None:
+                    self._fetch()
+                else:
+                    # What is queued, without waiting; else wait for the first record only (a batch
+                    # call waits for all _CONSUME_BATCH or the timeout: up to 200 ms added latency),
+                    # with what arrived along with it.
+                    msgs = self.consumer.consume(_CONSUME_BATCH, timeout=0)
+                    if not msgs:
+                        msgs = self.consumer.consume(1, timeout=0.2)
+                        if msgs:
+                            msgs += self.consumer.consume(_CONSUME_BATCH - 1, timeout=0)
+                    if self._revoke_error is not None:
+                        raise self._revoke_error
                     if msgs:
-                        msgs += self.consumer.consume(_CONSUME_BATCH - 1, timeout=0)
-                if self._revoke_error is not None:
-                    raise self._revoke_error
-                if msgs:
-                    self._copy(msgs)
+                        self._copy(msgs)
                 self.writer.poll(0)
                 self.writer.handle_failures()
                 self._backpressure()
@@ -308,6 +357,36 @@ class Lane:
             log.info("lane_copying_again", lane=self.spec.name, after_s=round(now - self._down_since, 1))
         self.status.unreachable = why
 
+    def _fetch(self) -> None:
+        """The batched path's step: the group's callbacks (the consumer fetches nothing), one round of raw
+        Fetches, each partition's records handed to the writer, batches whose linger is over sent."""
+        assert self.fetcher is not None
+        idle = not self._assigned or len(self.fetcher.paused) >= len(self._assigned)
+        m = self.consumer.poll(0.2 if not self._assigned else 0)
+        if self._revoke_error is not None:
+            raise self._revoke_error
+        if m is not None:
+            err = m.error()
+            if err is not None:
+                self._consumer_error(err)
+            elif not self._stray_logged:  # fetched before its pause landed: the fetcher reads it, not this
+                self._stray_logged = True
+                log.info("consumer_record_dropped", lane=self.spec.name, topic=m.topic(), partition=m.partition(),
+                         offset=m.offset(), note="the lane's fetcher copies it; the consumer only keeps the group")
+        fetched = self.fetcher.fetch() if not idle else {}
+        now = time.monotonic()
+        for tp, f in fetched.items():
+            self._fetched_ends[tp] = max(f.end, self._ends.known.get(tp, -1))
+            if len(f.records):
+                n, nbytes = self.writer.write_stored(tp, f.records, now)
+                if self.sampler is not None and self.sampler.capturing:  # live scoring: a window is open
+                    self.sampler.offer([Delivered(tp[0], tp[1], o, (k, v, h, ts, 0))
+                                        for o, ts, k, v, h in map(f.records.record, range(len(f.records)))])
+                self.status.records += n
+                self.status.source_bytes += nbytes
+                self.metrics.records(n, nbytes)
+        self.writer.tick(now)
+
     def _copy(self, msgs: list[Any]) -> None:
         if self._eos and len(self._txn_first) + len(self._last_committed) < len(self._assigned):
             first = self._txn_first
@@ -334,11 +413,17 @@ class Lane:
         limit = self.config.max_in_flight_bytes
         inflight = self.ledger.in_flight_bytes
         if not self._paused and inflight > limit:
-            self.consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
+            if self.fetcher is not None:
+                self.fetcher.paused.update(self._assigned)
+            else:
+                self.consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
             self._paused = True
             self.metrics.backpressure()
         elif self._paused and inflight <= limit // 2:
-            self.consumer.resume([TopicPartition(t, p) for t, p in self._assigned])
+            if self.fetcher is not None:
+                self.fetcher.paused.clear()
+            else:
+                self.consumer.resume([TopicPartition(t, p) for t, p in self._assigned])
             self._paused = False
         if self._paused:
             self.writer.poll(0.05)
@@ -398,8 +483,11 @@ class Lane:
         tps = list(tps)
         if not tps:
             return
-        positions = {(p.topic, p.partition): p.offset
-                     for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])}
+        if self.fetcher is not None:
+            positions = {tp: self.fetcher.positions.get(tp) for tp in tps}
+        else:
+            positions = {(p.topic, p.partition): p.offset
+                         for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])}
         offsets = []
         for tp in tps:
             pos = positions.get(tp)
@@ -469,6 +557,7 @@ class Lane:
                 if not failed:
                     self.writer.drain(self.config.shutdown_timeout_s)
                 else:
+                    self.writer.tick(time.monotonic(), flush=True)
                     for p in self.writer.producers:
                         p.flush(self.config.shutdown_timeout_s)
                 self._commit(self._assigned)
@@ -485,3 +574,5 @@ class Lane:
             self._closed = True
             self.writer.close(0 if failed else self.config.shutdown_timeout_s)
             self.consumer.close()
+            if self.fetcher is not None:
+                self.fetcher.close()
