@@ -33,6 +33,11 @@ _STALE_LEADER = frozenset({"NotLeaderForPartitionError", "NotLeaderOrFollowerErr
                            "KafkaStorageError", "OffsetNotAvailableError"})
 
 
+#: A round of Fetches runs on the lane's thread: while Kafka is unreachable or stalled it gives up after this long
+#: (beyond fetch.wait.max.ms), so the lane still commits, reports and stops in time; the next round asks again.
+REQUEST_TIMEOUT_MS = 3_000
+
+
 @dataclass
 class Fetched:
     """What one round of Fetches brought for one partition."""
@@ -45,7 +50,7 @@ class Fetched:
 class Fetcher:
     def __init__(self, librdkafka: Mapping[str, Any], client_id: str, *, max_bytes: int = 52_428_800,
                  partition_max_bytes: int = 1_048_576, max_wait_ms: int = 500, min_bytes: int = 1,
-                 reset: str = "earliest", request_timeout_ms: int = 30_000) -> None:
+                 reset: str = "earliest", request_timeout_ms: int = REQUEST_TIMEOUT_MS) -> None:
         self.client_id = client_id
         self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes

@@ -164,7 +164,7 @@ class BrokerInfo:
                 session_epoch=-1, topics=[topic_cls(topic=t, partitions=ps) for t, ps in topics.items()],
                 forgotten_topics_data=[], rack_id="", min_version=4, max_version=12)
         manager = self._client()._manager  # kafka-python has no public raw Fetch
-        timeout_ms = self._timeout_ms + max_wait_ms
+        timeout_ms = self._timeout_ms + max_wait_ms  # the broker holds a Fetch up to max_wait_ms by design
 
         async def fetch() -> list[Any]:
             sent = [manager.send(r, node_id=leader, request_timeout_ms=timeout_ms) for leader, r in requests.items()]
