@@ -62,31 +62,57 @@ class Fetcher:
         #: source partition -> the next offset to fetch
         self.positions: dict[Partition, int] = {}
         self.paused: set[Partition] = set()
+        #: partitions whose start the reset policy gives, not asked of the broker yet
+        self._unresolved: set[Partition] = set()
         self._leaders: dict[Partition, int] = {}
         self._failures = FailureLog(client_id)
 
     # ------------------------------------------------------------------ positions
     def assign(self, positions: Mapping[Partition, int | None]) -> None:
-        """Start fetching these partitions at these offsets (None: by the reset policy, earliest or latest)."""
-        unknown = [tp for tp, off in positions.items() if off is None or off < 0]
-        if unknown:
-            starts = self._info.list_offsets(unknown, latest=self.reset == "latest")
+        """Start fetching these partitions at these offsets (None: by the reset policy, earliest or latest,
+        asked of the broker before the partition's first Fetch)."""
         for tp, off in positions.items():
-            self.positions[tp] = starts[tp] if off is None or off < 0 else off
+            if off is None or off < 0:
+                self._unresolved.add(tp)
+                self.positions.pop(tp, None)
+            else:
+                self._unresolved.discard(tp)
+                self.positions[tp] = off
+        if self._unresolved:
+            self._resolve()
+
+    def _resolve(self) -> None:
+        """Positions by the reset policy; while Kafka does not answer, logged with back-off and asked again."""
+        try:
+            starts = self._info.list_offsets(sorted(self._unresolved), latest=self.reset == "latest")
+            self._failures.succeeded("list_offsets_failed", time.monotonic())
+        except KafkaUnavailableError as exc:
+            self._failures.failed("list_offsets_failed", time.monotonic(), error=str(exc))
+            return
+        for tp, off in starts.items():
+            if tp in self._unresolved:
+                self.positions[tp] = off
+                self._unresolved.discard(tp)
 
     def revoke(self, partitions: Iterable[Partition]) -> None:
         for tp in partitions:
             self.positions.pop(tp, None)
             self.paused.discard(tp)
+            self._unresolved.discard(tp)
 
     def seek(self, tp: Partition, offset: int) -> None:
         self.positions[tp] = offset
 
     # ------------------------------------------------------------------ fetching
-    def fetch(self) -> dict[Partition, Fetched]:
+    def fetch(self, budget: int | None = None) -> dict[Partition, Fetched]:
         """One round: a Fetch to each leader of the partitions not paused, at once; the partitions' records
         from their positions, decoded, and the positions moved past them. Waits up to max_wait_ms when
-        nothing is there. A partition whose leader moved is looked up again at the next round."""
+        nothing is there. A partition whose leader moved is looked up again at the next round.
+
+        `budget`: at most this many bytes per response and partition (the caller's room for records in flight;
+        the broker still returns a first batch larger than that, so a partition always moves on)."""
+        if self._unresolved:
+            self._resolve()
         wanted = {tp: off for tp, off in self.positions.items() if tp not in self.paused}
         if not wanted:
             return {}
@@ -104,8 +130,9 @@ class Fetcher:
             if leader >= 0:
                 by_leader.setdefault(leader, {})[tp] = off
         try:
-            answers = self._info.fetch_many(by_leader, max_bytes=self.max_bytes,
-                                            partition_max_bytes=self.partition_max_bytes,
+            cap = self.max_bytes if budget is None else max(1, min(self.max_bytes, budget))
+            answers = self._info.fetch_many(by_leader, max_bytes=cap,
+                                            partition_max_bytes=min(self.partition_max_bytes, cap),
                                             max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes)
             self._failures.succeeded("fetch_request_failed", time.monotonic())
         except KafkaUnavailableError as exc:
@@ -145,7 +172,11 @@ class Fetcher:
         if name == "OffsetOutOfRangeError":
             # The records from `offset` are gone (retention, truncation) or not there yet: reset, as
             # auto.offset.reset says, and say how many were skipped.
-            (start,) = self._info.list_offsets([tp], latest=self.reset == "latest").values()
+            try:
+                (start,) = self._info.list_offsets([tp], latest=self.reset == "latest").values()
+            except KafkaUnavailableError as exc:  # asked again at the next round
+                self._failures.failed("list_offsets_failed", time.monotonic(), error=str(exc))
+                return
             log.warning("offset_out_of_range", topic=tp[0], partition=tp[1], offset=offset, reset=self.reset,
                         reset_to=start, skipped=max(0, start - offset),
                         note="the records between were deleted before they were copied" if start > offset else "")

@@ -195,7 +195,10 @@ class BrokerInfo:
         from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
         parts = list(partitions)
-        leaders = self.leaders({t for t, _ in parts})
+        try:
+            leaders = self.leaders({t for t, _ in parts})
+        except kafka.errors.KafkaError as exc:
+            raise KafkaUnavailableError(f"listing offsets: {type(exc).__name__}: {exc}", retriable=True) from exc
         topic_cls = ListOffsetsRequest.ListOffsetsTopic
         by_leader: dict[int, dict[str, list[Any]]] = {}
         for t, p in parts:

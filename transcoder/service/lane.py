@@ -86,7 +86,7 @@ class Lane:
         #: at-least-once lanes read raw record sets (Fetcher) and write batches built from them, with no Python
         #: per record; the consumer only keeps the group (its partitions stay paused) and commits.
         #: exactly-once lanes consume and produce record by record through librdkafka's transactional producer.
-        self._batched = config.guarantee == "at-least-once"
+        self._batched = config.hot_path == "batches" and config.guarantee == "at-least-once"
         self.writer = Writer(config, spec.name, spec.targets, metrics, batched=self._batched,
                              create=lambda part, make, start: self.threads.create((spec.name, part), make, start))
         self.ledger = self.writer.ledger
@@ -373,7 +373,10 @@ class Lane:
                 self._stray_logged = True
                 log.info("consumer_record_dropped", lane=self.spec.name, topic=m.topic(), partition=m.partition(),
                          offset=m.offset(), note="the lane's fetcher copies it; the consumer only keeps the group")
-        fetched = self.fetcher.fetch() if not idle else {}
+        # Bytes fetched count as in flight at once: a round fetches no more than the room left under
+        # max_in_flight_bytes (at least one batch per partition), as a paused librdkafka consumer would.
+        room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
+        fetched = self.fetcher.fetch(budget=max(room, 1)) if not idle else {}
         now = time.monotonic()
         for tp, f in fetched.items():
             self._fetched_ends[tp] = max(f.end, self._ends.known.get(tp, -1))
