@@ -61,7 +61,7 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 }
 
 /// A zigzag varint at `*pos`, advancing it.
-fn varint(b: &[u8], pos: &mut usize) -> Option<i64> {
+pub(crate) fn varint(b: &[u8], pos: &mut usize) -> Option<i64> {
     let mut v: u64 = 0;
     let mut shift = 0;
     loop {
@@ -90,6 +90,16 @@ fn skip_blob(b: &[u8], pos: &mut usize) -> Option<usize> {
     }
     *pos += n;
     Some(n)
+}
+
+/// Walk a record's key, value and headers from `*pos` (advancing it); their bytes added up.
+fn walk_tail(b: &[u8], pos: &mut usize) -> Option<usize> {
+    let mut size = skip_blob(b, pos)? + skip_blob(b, pos)?;
+    let headers = varint(b, pos)?;
+    for _ in 0..headers.max(0) {
+        size += skip_blob(b, pos)? + skip_blob(b, pos)?;
+    }
+    Some(size)
 }
 
 /// Decompress a records section (or a legacy wrapper's value) stored with `codec`.
@@ -256,11 +266,7 @@ fn decode_v2(b: &[u8], from_offset: i64, aborts: &mut Aborts, out: &mut Decoded)
         let ts_delta = varint(&section, &mut p).ok_or_else(bad)?;
         let off_delta = varint(&section, &mut p).ok_or_else(bad)?;
         let start = p;
-        let mut size = skip_blob(&section, &mut p).ok_or_else(bad)? + skip_blob(&section, &mut p).ok_or_else(bad)?;
-        let headers = varint(&section, &mut p).ok_or_else(bad)?;
-        for _ in 0..headers.max(0) {
-            size += skip_blob(&section, &mut p).ok_or_else(bad)? + skip_blob(&section, &mut p).ok_or_else(bad)?;
-        }
+        let size = walk_tail(&section, &mut p).ok_or_else(bad)?;
         if p != rec_end {
             return Err(bad());
         }
@@ -401,6 +407,36 @@ impl Section {
         self.offsets.len()
     }
 
+    /// The bytes a record of timestamp `ts` and bytes `tail` (from its key on) takes appended here.
+    fn appended_len(&self, ts: i64, tail: &[u8]) -> usize {
+        let (ts_delta, off_delta) = self.deltas(ts);
+        let body = 1 + varint_len(ts_delta) + varint_len(off_delta) + tail.len();
+        varint_len(body as i64) + body
+    }
+
+    fn deltas(&self, ts: i64) -> (i64, i64) {
+        if self.offsets.is_empty() { (0, 0) } else { (ts - self.base_timestamp, self.offsets.len() as i64) }
+    }
+
+    /// Append a record: its new offset and timestamp deltas, then its bytes from its key on as they are.
+    fn push(&mut self, ts: i64, offset: i64, tail: &[u8], size: u64) {
+        let (ts_delta, off_delta) = self.deltas(ts);
+        if self.offsets.is_empty() {
+            self.base_timestamp = ts;
+            self.max_timestamp = ts;
+        }
+        self.max_timestamp = self.max_timestamp.max(ts);
+        let body = 1 + varint_len(ts_delta) + varint_len(off_delta) + tail.len();
+        self.data.reserve(varint_len(body as i64) + body);
+        put_varint(&mut self.data, body as i64);
+        self.data.push(0); // record attributes: unused
+        put_varint(&mut self.data, ts_delta);
+        put_varint(&mut self.data, off_delta);
+        self.data.extend_from_slice(tail);
+        self.offsets.push(offset);
+        self.size += size;
+    }
+
     /// Each record's (timestamp, bytes from its key on), walking the section's records.
     pub fn records(&self) -> Vec<(i64, &[u8])> {
         let mut out = Vec::with_capacity(self.count());
@@ -422,42 +458,13 @@ impl Section {
     pub fn split(&self) -> (Section, Section) {
         let half = self.count() / 2;
         let recs = self.records();
-        let mut parts = [Section::default(), Section::default()];
+        let [mut a, mut b] = [Section::default(), Section::default()];
         for (i, (ts, tail)) in recs.iter().enumerate() {
-            let s = &mut parts[usize::from(i >= half)];
-            let n = s.offsets.len();
-            if n == 0 {
-                s.base_timestamp = *ts;
-                s.max_timestamp = *ts;
-            }
-            s.max_timestamp = s.max_timestamp.max(*ts);
-            let (ts_delta, off_delta) = (ts - s.base_timestamp, n as i64);
-            let body = 1 + varint_len(ts_delta) + varint_len(off_delta) + tail.len();
-            put_varint(&mut s.data, body as i64);
-            s.data.push(0);
-            put_varint(&mut s.data, ts_delta);
-            put_varint(&mut s.data, off_delta);
-            s.data.extend_from_slice(tail);
-            s.offsets.push(self.offsets[i]);
+            let size = walk_tail(tail, &mut 0).expect("a section's own records") as u64;
+            (if i < half { &mut a } else { &mut b }).push(*ts, self.offsets[i], tail, size);
         }
-        let [mut a, mut b] = parts;
-        a.size = tails_size(&a);
-        b.size = self.size - a.size;
         (a, b)
     }
-}
-
-/// key + value + header bytes of a section's records.
-fn tails_size(s: &Section) -> u64 {
-    s.records().iter().map(|(_, tail)| {
-        let mut p = 0;
-        let mut n = skip_blob(tail, &mut p).unwrap_or(0) + skip_blob(tail, &mut p).unwrap_or(0);
-        let headers = varint(tail, &mut p).unwrap_or(0);
-        for _ in 0..headers.max(0) {
-            n += skip_blob(tail, &mut p).unwrap_or(0) + skip_blob(tail, &mut p).unwrap_or(0);
-        }
-        n as u64
-    }).sum()
 }
 
 /// Records into sections of at most `max_bytes` (the batch, header included, uncompressed; a record larger than
@@ -479,31 +486,12 @@ impl Rebatcher {
         for r in recs {
             let tail = d.tail(r);
             let ts = if r.timestamp < 0 { now_ms } else { r.timestamp };
-            loop {
-                let s = &mut self.open;
-                let n = s.offsets.len();
-                let (ts_delta, off_delta) = if n == 0 { (0, 0) } else { (ts - s.base_timestamp, n as i64) };
-                let body = 1 + varint_len(ts_delta) + varint_len(off_delta) + tail.len();
-                let need = varint_len(body as i64) + body;
-                if n > 0 && (n >= self.max_records || BATCH_OVERHEAD + s.data.len() + need > self.max_bytes) {
-                    self.closed.push(std::mem::take(&mut self.open));
-                    continue;
-                }
-                if n == 0 {
-                    s.base_timestamp = ts;
-                    s.max_timestamp = ts;
-                }
-                s.max_timestamp = s.max_timestamp.max(ts);
-                s.data.reserve(need);
-                put_varint(&mut s.data, body as i64);
-                s.data.push(0);
-                put_varint(&mut s.data, ts_delta);
-                put_varint(&mut s.data, off_delta);
-                s.data.extend_from_slice(tail);
-                s.offsets.push(r.offset);
-                s.size += r.size as u64;
-                break;
+            let s = &self.open;
+            let n = s.count();
+            if n > 0 && (n >= self.max_records || BATCH_OVERHEAD + s.data.len() + s.appended_len(ts, tail) > self.max_bytes) {
+                self.closed.push(std::mem::take(&mut self.open));
             }
+            self.open.push(ts, r.offset, tail, r.size as u64);
         }
         if self.open.offsets.len() >= self.max_records {
             self.closed.push(std::mem::take(&mut self.open));

@@ -15,29 +15,19 @@ pub struct StoredRecords {
     inner: Decoded,
 }
 
+/// A varint at `*pos` of bytes this module wrote or checked itself (advancing it).
+fn read_varint(b: &[u8], pos: &mut usize) -> i64 {
+    stored::varint(b, pos).expect("a record already checked")
+}
+
 fn blob(py: Python<'_>, b: &[u8], pos: &mut usize) -> PyResult<Py<PyAny>> {
-    let (n, at) = read_varint(b, *pos);
-    *pos = at;
+    let n = read_varint(b, pos);
     if n < 0 {
         return Ok(py.None());
     }
     let out = PyBytes::new(py, &b[*pos..*pos + n as usize]);
     *pos += n as usize;
     Ok(out.into_any().unbind())
-}
-
-fn read_varint(b: &[u8], mut pos: usize) -> (i64, usize) {
-    let mut v: u64 = 0;
-    let mut shift = 0;
-    loop {
-        let byte = b[pos];
-        pos += 1;
-        v |= ((byte & 0x7f) as u64) << shift;
-        if byte & 0x80 == 0 {
-            return (((v >> 1) as i64) ^ -((v & 1) as i64), pos);
-        }
-        shift += 7;
-    }
 }
 
 #[pymethods]
@@ -93,13 +83,12 @@ fn record_tuple<'py>(py: Python<'py>, offset: i64, timestamp: i64, tail: &[u8]) 
     let mut pos = 0;
     let key = blob(py, tail, &mut pos)?;
     let value = blob(py, tail, &mut pos)?;
-    let (n, at) = read_varint(tail, pos);
-    pos = at;
+    let n = read_varint(tail, &mut pos);
     let headers = PyList::empty(py);
     for _ in 0..n.max(0) {
-        let (len, at) = read_varint(tail, pos);
-        let name = String::from_utf8_lossy(&tail[at..at + len as usize]).into_owned();
-        pos = at + len as usize;
+        let len = read_varint(tail, &mut pos) as usize;
+        let name = String::from_utf8_lossy(&tail[pos..pos + len]).into_owned();
+        pos += len;
         let value = blob(py, tail, &mut pos)?;
         headers.append((name, value))?;
     }
