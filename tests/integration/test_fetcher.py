@@ -93,3 +93,10 @@ def test_latest_starts_at_the_end_and_paused_partitions_wait(kafka, topic_factor
         assert [r[3] for r in later[(topic, 1)]] == [b"new%d" % i for i in range(1, 10, 2)]
     finally:
         f.close()
+    # asked explicitly, whatever the reset policy ("start" at a time with no record since: the end)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", max_wait_ms=100, reset="earliest")
+    try:
+        f.assign({(topic, 0): "latest", (topic, 1): None})
+        assert f.positions == {(topic, 0): 10, (topic, 1): 0}
+    finally:
+        f.close()

@@ -62,43 +62,48 @@ class Fetcher:
         #: source partition -> the next offset to fetch
         self.positions: dict[Partition, int] = {}
         self.paused: set[Partition] = set()
-        #: partitions whose start the reset policy gives, not asked of the broker yet
-        self._unresolved: set[Partition] = set()
+        #: partitions to start at their "earliest" or "latest" offset, not asked of the broker yet
+        self._unresolved: dict[Partition, str] = {}
         self._leaders: dict[Partition, int] = {}
         self._failures = FailureLog(client_id)
 
     # ------------------------------------------------------------------ positions
-    def assign(self, positions: Mapping[Partition, int | None]) -> None:
-        """Start fetching these partitions at these offsets (None: by the reset policy, earliest or latest,
-        asked of the broker before the partition's first Fetch)."""
+    def assign(self, positions: Mapping[Partition, int | str | None]) -> None:
+        """Start fetching these partitions at these offsets: an offset, "earliest" or "latest" (asked of the
+        broker before the partition's first Fetch), or None (the reset policy's)."""
         for tp, off in positions.items():
-            if off is None or off < 0:
-                self._unresolved.add(tp)
-                self.positions.pop(tp, None)
-            else:
-                self._unresolved.discard(tp)
+            if isinstance(off, int) and off >= 0:
+                self._unresolved.pop(tp, None)
                 self.positions[tp] = off
+            else:
+                self._unresolved[tp] = off if isinstance(off, str) else self.reset
+                self.positions.pop(tp, None)
         if self._unresolved:
             self._resolve()
 
     def _resolve(self) -> None:
-        """Positions by the reset policy; while Kafka does not answer, logged with back-off and asked again."""
-        try:
-            starts = self._info.list_offsets(sorted(self._unresolved), latest=self.reset == "latest")
-            self._failures.succeeded("list_offsets_failed", time.monotonic())
-        except KafkaUnavailableError as exc:
-            self._failures.failed("list_offsets_failed", time.monotonic(), error=str(exc))
-            return
-        for tp, off in starts.items():
-            if tp in self._unresolved:
-                self.positions[tp] = off
-                self._unresolved.discard(tp)
+        """Positions at the earliest or latest offset; while Kafka does not answer, logged with back-off and asked
+        again at the next round."""
+        for where in ("earliest", "latest"):
+            tps = sorted(tp for tp, w in self._unresolved.items() if w == where)
+            if not tps:
+                continue
+            try:
+                starts = self._info.list_offsets(tps, latest=where == "latest")
+                self._failures.succeeded("list_offsets_failed", time.monotonic())
+            except KafkaUnavailableError as exc:
+                self._failures.failed("list_offsets_failed", time.monotonic(), error=str(exc))
+                return
+            for tp, off in starts.items():
+                if tp in self._unresolved:
+                    self.positions[tp] = off
+                    del self._unresolved[tp]
 
     def revoke(self, partitions: Iterable[Partition]) -> None:
         for tp in partitions:
             self.positions.pop(tp, None)
             self.paused.discard(tp)
-            self._unresolved.discard(tp)
+            self._unresolved.pop(tp, None)
 
     def seek(self, tp: Partition, offset: int) -> None:
         self.positions[tp] = offset

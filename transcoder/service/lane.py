@@ -83,9 +83,9 @@ class Lane:
         self._revoke_error: BaseException | None = None
         self._committed_ts: dict[Partition, int] = {}
         self.threads = threads or ThreadLedger()
-        #: at-least-once lanes read raw record sets (Fetcher) and write batches built from them, with no Python
-        #: per record; the consumer only keeps the group (its partitions stay paused) and commits.
-        #: exactly-once lanes consume and produce record by record through librdkafka's transactional producer.
+        #: hot_path batches (at-least-once): the lane reads raw record sets (Fetcher) and writes batches built from
+        #: them, with no Python per record; the consumer only keeps the group (its partitions stay paused) and
+        #: commits. Otherwise records are consumed and produced one by one through librdkafka.
         self._batched = config.hot_path == "batches" and config.guarantee == "at-least-once"
         self.writer = Writer(config, spec.name, spec.targets, metrics, batched=self._batched,
                              create=lambda part, make, start: self.threads.create((spec.name, part), make, start))
@@ -170,10 +170,11 @@ class Lane:
             if p.offset >= 0:
                 self._last_committed[(p.topic, p.partition)] = p.offset
         if self.fetcher is not None:
-            starts: dict[Partition, int | None] = {(p.topic, p.partition): p.offset if p.offset >= 0 else None
-                                                   for p in committed}
-            if isinstance(self.config.start, datetime):
-                starts.update(self._start_time_offsets(consumer, committed))
+            starts: dict[Partition, int | str | None] = {(p.topic, p.partition): p.offset if p.offset >= 0 else None
+                                                         for p in committed}
+            if isinstance(self.config.start, datetime):  # no record since that time: the end
+                starts.update({tp: off if off >= 0 else "latest"
+                               for tp, off in self._start_time_offsets(consumer, committed).items()})
             self.fetcher.assign(starts)
             if self._paused:
                 self.fetcher.paused.update(tps)
@@ -201,16 +202,15 @@ class Lane:
         self._txn_first.clear()
         log.info("transactions_begun", lane=self.spec.name, transactional_id=tid, partitions=show(sorted(self._assigned)))
 
-    def _start_time_offsets(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Partition, int | None]:
-        """Where partitions this group never committed start: the first offset at the configured time (None:
-        no record since, so by the reset policy)."""
+    def _start_time_offsets(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Partition, int]:
+        """Where partitions this group never committed start: the first offset at the configured time
+        (OFFSET_END, -1: no record since)."""
         assert isinstance(self.config.start, datetime)
         fresh = [TopicPartition(p.topic, p.partition, int(self.config.start.timestamp() * 1000))
                  for p in committed if p.offset == OFFSET_INVALID]
         if not fresh:
             return {}
-        return {(p.topic, p.partition): p.offset if p.offset >= 0 else None
-                for p in consumer.offsets_for_times(fresh, timeout=30)}
+        return {(p.topic, p.partition): p.offset for p in consumer.offsets_for_times(fresh, timeout=30)}
 
     def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition],
                             committed: list[TopicPartition]) -> None:
@@ -219,12 +219,9 @@ class Lane:
         The callback assigns them itself, with those offsets: confluent-kafka then skips its own
         assignment of the unchanged list (changing the list's offsets in place has no effect).
         """
-        assert isinstance(self.config.start, datetime)
-        fresh = [TopicPartition(p.topic, p.partition, int(self.config.start.timestamp() * 1000))
-                 for p in committed if p.offset == OFFSET_INVALID]
-        if not fresh:
+        found = self._start_time_offsets(consumer, committed)
+        if not found:
             return
-        found = {(p.topic, p.partition): p.offset for p in consumer.offsets_for_times(fresh, timeout=30)}
         consumer.incremental_assign([
             TopicPartition(p.topic, p.partition, found.get((p.topic, p.partition), p.offset)) for p in partitions
         ])
