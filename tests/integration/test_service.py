@@ -511,6 +511,30 @@ def test_start_at_a_timestamp_skips_older_records(engine, kafka, topic_factory, 
     assert sorted(int(m.value()) for m in read_topic(f"{source}.gzip")) == list(range(500, 1000))
 
 
+# hot_path records: librdkafka's consumer has no position before its first record, so --until-caught-up cannot
+# tell that such a partition has nothing to copy (and waits on): not covered here.
+@pytest.mark.parametrize("hot_path", ["batches"])
+def test_start_at_a_time_a_partition_has_no_record_since_starts_it_at_its_end(hot_path, kafka, topic_factory,
+                                                                              producer_factory, read_topic):
+    from datetime import datetime, timezone
+
+    from transcoder.service.runner import Service
+
+    source = topic_factory(partitions=2)
+    t0 = int(time.time() * 1000) - 600_000
+    p = producer_factory()
+    for i in range(10):  # partition 1: only records older than the start
+        p.produce(source, value=b"old%d" % i, partition=1, timestamp=t0 + i)
+    for i in range(100):
+        p.produce(source, value=b"new%d" % i, partition=0, timestamp=t0 + 60_000 + i)
+    assert p.flush(30) == 0
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], hot_path=hot_path,
+                       start=datetime.fromtimestamp((t0 + 50_000) / 1000, tz=timezone.utc).isoformat())
+    Service(conf).run(until_caught_up=True)
+    got = read_topic(f"{source}.lz4")
+    assert [(m.partition(), m.value()) for m in got] == [(0, b"new%d" % i) for i in range(100)]
+
+
 def test_source_pattern_copies_matching_topics_and_never_its_own_output(engine, kafka, topic_factory,
                                                                         producer_factory, read_topic):
     prefix = f"pat-{time.monotonic_ns()}"

@@ -537,9 +537,18 @@ class Lane:
         if not self.end_offsets:
             return False
         for tp, (low, high) in self.end_offsets.items():
-            if high > low and self._last_committed.get(tp, -1) < high:
+            if high > low and self._last_committed.get(tp, -1) < high and not self._nothing_to_copy(tp, high):
                 return False
         return True
+
+    def _nothing_to_copy(self, tp: Partition, high: int) -> bool:
+        """A partition started at or past `high` (`start` at a time it has no record since, or latest) with
+        nothing read: nothing of it is to be copied, though nothing of it is committed. The batched path knows
+        its fetch position; librdkafka's consumer has none before its first record."""
+        if self.fetcher is None or tp not in self._assigned or self.ledger.next_offset.get(tp) is not None:
+            return False
+        pos = self.fetcher.positions.get(tp)
+        return pos is not None and pos >= high
 
     def _shutdown(self, failed: bool = False) -> None:
         """Stop consuming, deliver what is in flight, commit what was acknowledged, leave the group."""
