@@ -431,6 +431,8 @@ class Writer:
                 producer.produce_sections(dest, partition, rb.take())
                 if rb.records:
                     self._opened[key] = now  # what is left arrived now
+                else:
+                    self._opened.pop(key, None)
             elif key not in self._opened:
                 self._opened[key] = now
         return n, size
