@@ -2,8 +2,7 @@
 (transcoder_native.decode_stored) without a record object per record.
 
 One Fetch request per leader per round, all leaders at once, read_committed (aborted transactions and markers
-are left out as a Java consumer leaves them out), waiting up to `max_wait_ms` for `min_bytes`: what librdkafka's
-consumer does with fetch.wait.max.ms and fetch.min.bytes, whose names the lane's config takes. Positions are the
+are left out as a Java consumer leaves them out), waiting up to `max_wait_ms` for `min_bytes` (librdkafka's fetch.wait.max.ms and fetch.min.bytes). Positions are the
 fetcher's own: the caller sets them (committed offsets, or the reset policy's) and they advance past every
 whole batch read, control and aborted batches included.
 
@@ -58,7 +57,6 @@ class Fetcher:
         if reset not in ("earliest", "latest"):
             raise TranscoderError(f"auto.offset.reset must be earliest or latest, not {reset!r}")
         self.reset = reset
-        self._request_timeout_ms = request_timeout_ms
         #: source partition -> the next offset to fetch
         self.positions: dict[Partition, int] = {}
         self.paused: set[Partition] = set()
@@ -104,9 +102,6 @@ class Fetcher:
             self.positions.pop(tp, None)
             self.paused.discard(tp)
             self._unresolved.pop(tp, None)
-
-    def seek(self, tp: Partition, offset: int) -> None:
-        self.positions[tp] = offset
 
     # ------------------------------------------------------------------ fetching
     def fetch(self, budget: int | None = None) -> dict[Partition, Fetched]:

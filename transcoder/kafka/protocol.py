@@ -115,27 +115,13 @@ class BrokerInfo:
         partition response (records as stored, aborted transactions). KafkaUnavailableError for a broker
         error or no answer, naming topic, partition and offset."""
         import kafka.errors
-        from kafka.protocol.consumer import FetchRequest
-
-        topic_cls = FetchRequest.FetchTopic
-        request = FetchRequest(
-            max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=1, session_id=0, session_epoch=-1,
-            topics=[topic_cls(topic=topic, partitions=[topic_cls.FetchPartition(
-                partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])],
-            forgotten_topics_data=[], rack_id="",
-            min_version=4, max_version=12,  # 13+ names topics by id
-        )
-        manager = self._client()._manager  # kafka-python has no public raw Fetch
-
-        async def fetch() -> Any:
-            return await manager.send(request, node_id=leader)
 
         try:
-            part = manager.run(fetch).responses[0].partitions[0]
-        except kafka.errors.KafkaError as exc:
-            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {type(exc).__name__}: "
-                                        f"{exc}", topic=topic, partition=partition, offset=offset,
-                                        retriable=True) from exc
+            part = self.fetch_many({leader: {(topic, partition): offset}}, max_bytes=max_bytes,
+                                   partition_max_bytes=max_bytes, max_wait_ms=0, min_bytes=1)[(topic, partition)]
+        except KafkaUnavailableError as exc:
+            raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {exc}", topic=topic,
+                                        partition=partition, offset=offset, retriable=True) from exc
         if part.error_code:
             err = kafka.errors.for_code(part.error_code)
             raise KafkaUnavailableError(f"fetching {topic} [{partition}] offset {offset}: {err.__name__}",
@@ -162,7 +148,7 @@ class BrokerInfo:
             requests[leader] = FetchRequest(
                 max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=1, session_id=0,
                 session_epoch=-1, topics=[topic_cls(topic=t, partitions=ps) for t, ps in topics.items()],
-                forgotten_topics_data=[], rack_id="", min_version=4, max_version=12)
+                forgotten_topics_data=[], rack_id="", min_version=4, max_version=12)  # 13+ names topics by id
         manager = self._client()._manager  # kafka-python has no public raw Fetch
         timeout_ms = self._timeout_ms + max_wait_ms  # the broker holds a Fetch up to max_wait_ms by design
 

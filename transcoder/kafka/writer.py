@@ -170,8 +170,8 @@ class Writer:
         self.batched = batched and not self.transactional
         #: source topic -> [(producer, destination topic, target)] of the batched path
         self.batch_routes: dict[str, list[tuple[BatchProducer, str, Target]]] = {}
-        #: (destination topic, partition) -> its Rebatcher, and when its open section got its first record
-        self._rebatchers: dict[Partition, Any] = {}
+        #: (destination topic, partition) -> its Rebatcher and producer, and when its open section got its first record
+        self._rebatchers: dict[Partition, tuple[Any, BatchProducer]] = {}
         self._opened: dict[Partition, float] = {}
         self.transactional_id: str | None = None
         self._txn_errors: Any = None  # the transactional producer's error_cb (an ErrorTracker): why it failed
@@ -422,10 +422,10 @@ class Writer:
         self.ledger.consumed({source: last})
         for producer, dest, target in routes:
             key = (dest, partition)
-            rb = self._rebatchers.get(key)
-            if rb is None:
+            if key not in self._rebatchers:
                 b = target.destination.batch
-                rb = self._rebatchers[key] = Rebatcher(b.max_bytes, b.max_records)
+                self._rebatchers[key] = (Rebatcher(b.max_bytes, b.max_records), producer)
+            rb = self._rebatchers[key][0]
             rb.add(records, now_ms)
             if rb.ready:
                 producer.produce_sections(dest, partition, rb.take())
@@ -445,10 +445,10 @@ class Writer:
             dest, partition = key
             target = self.target_of[dest]
             if flush or now - since >= target.destination.batch.linger_ms / 1000:
-                sections = self._rebatchers[key].take(flush=True)
+                rb, producer = self._rebatchers[key]
+                sections = rb.take(flush=True)
                 del self._opened[key]
                 if sections:
-                    producer = next(p for p, d, _ in self.batch_routes[self.source_of[dest]] if d == dest)
                     producer.produce_sections(dest, partition, sections)
 
     def _batch_delivered(self, err: KafkaError | None, dest: str, partition: int, base: int, section: Any) -> None:

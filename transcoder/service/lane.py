@@ -376,7 +376,7 @@ class Lane:
         fetched = self.fetcher.fetch(budget=max(room, 1)) if not idle else {}
         now = time.monotonic()
         for tp, f in fetched.items():
-            self._fetched_ends[tp] = max(f.end, self._ends.known.get(tp, -1))
+            self._fetched_ends[tp] = f.end  # the broker's answers between Fetches (_ends) count too, at each emission
             if len(f.records):
                 n, nbytes = self.writer.write_stored(tp, f.records, now)
                 if self.sampler is not None and self.sampler.capturing:  # live scoring: a window is open
