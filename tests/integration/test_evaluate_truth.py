@@ -16,6 +16,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from tests.support.cli import run_cli
 from tests.support.configs import make_config
+from transcoder.codecs import compress
+from transcoder.evaluate.batches import BATCH_OVERHEAD, cut_java, records_section
 from transcoder.evaluate.grid import Cell, Setting
 from transcoder.evaluate.measure import measure_partition
 from transcoder.kafka.protocol import BrokerInfo
@@ -52,14 +54,19 @@ JAVA_CASES = [("zstd", 65536), ("lz4", 65536), ("gzip", 65536), ("zstd", 16384)]
 
 def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, read_topic, admin, tmp_path):
     """MirrorMaker 2 (Kafka's Java producer: batch.size counts estimated compressed bytes) copies the sample at
-    each setting; evaluate's Java-rule cells are within 5% of what the broker then holds, and closer than
-    librdkafka's rule at the same batch.size (+16% for zstd at 16 KiB).
+    each setting. At 64 KiB, evaluate's Java-rule cells are within 5% of what the broker then holds, and closer
+    than librdkafka's rule at the same batch.size.
 
-    Why not 1%: Java's producer updates its compression-ratio estimate when its sender closes a batch, and
-    a new batch takes the estimate of the moment it is opened, so how far the estimate lags depends on
-    timing. Two runs of this very copy stored 960,139 and 974,285 B for zstd at 16 KiB; evaluate's
-    937,037 B is the bound where the estimate keeps up (-2.4% and -3.8%). The Java client's zstd-jni,
-    lz4-java and java.util.zip also differ from the Python codecs by a little (within 2% at 64 KiB)."""
+    At 16 KiB the truth depends on timing, so it is bracketed instead. Java's producer updates its
+    compression-ratio estimate when its sender drains a batch, and a new batch takes the estimate of the moment
+    it is opened. While the sender waits (for its producer id at start-up, or for in-flight requests), the task
+    keeps filling batches with a stale estimate. Measured on this copy, zstd at 16 KiB: 166 batches in one run,
+    220 in the run just before it (the model: 165 with no lag, 181 with 20 batches of lag); the stored bytes
+    have been 960,139, 974,285 and 1,007,672 B against evaluate's 937,071 B. At 64 KiB, 70 batches in every
+    run (the model: 70 with a lag of 0 or 1). So at 16 KiB the broker holds at least what evaluate reports
+    (the sender keeps up), and at most what the same rule gives when the estimate never moves from 1.0.
+    The Java client's zstd-jni, lz4-java and java.util.zip also differ from the Python codecs by a little
+    (within 2% at 64 KiB)."""
     from bench import copiers
     from transcoder.dev.local_kafka import DEFAULT_VERSION
 
@@ -93,9 +100,14 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
     for codec, size in JAVA_CASES:
         java, rdkafka = got[(codec, size, "java")], got[(codec, size, "librdkafka")]
         truth = stored[(codec, size)]
-        assert java == pytest.approx(truth, rel=0.05), (codec, size, java, rdkafka, truth)
-        assert abs(java - truth) < abs(rdkafka - truth), (codec, size, java, rdkafka, truth)
-
+        if size >= 65536:
+            assert java == pytest.approx(truth, rel=0.05), (codec, size, java, rdkafka, truth)
+            assert abs(java - truth) < abs(rdkafka - truth), (codec, size, java, rdkafka, truth)
+        else:
+            stale = sum(BATCH_OVERHEAD + len(compress(codec, records_section(b)))
+                        for b in cut_java(sample, batch_size=size, codec=codec, lag=len(sample)))
+            assert java * 0.98 <= truth <= stale * 1.02, (codec, size, java, stale, truth)
+            assert stale > java * 1.05  # the bracket says something: the estimate's lag moves the size
 
 def _end(admin, topic: str) -> int:
     if topic not in admin.list_topics(timeout=10).topics:

@@ -70,10 +70,18 @@ def _java_estimate(current: float, observed: float) -> float:
     return current
 
 
-def cut_java(records: Iterable[Record], *, batch_size: int, codec: Codec, level: int | None = None) -> list[list[Record]]:
+def cut_java(records: Iterable[Record], *, batch_size: int, codec: Codec, level: int | None = None,
+             lag: int = 0) -> list[list[Record]]:
     """One partition's records as a Java producer (Kafka 2.1+) with batch.size = `batch_size` and this codec
-    cuts them when linger never closes a batch first."""
+    cuts them when linger never closes a batch first.
+
+    The producer updates its estimate when its sender drains a batch, and a batch takes the estimate of the
+    moment it is opened: `lag` is how many full batches wait in the accumulator, not yet drained, when the
+    next one opens. 0 (the sender keeps up) is what `evaluate` reports: the fewest, largest batches."""
+    if lag < 0:
+        raise ValueError("lag must be at least 0")
     factor = _f32(JAVA_ESTIMATION_FACTOR)
+    estimates = [1.0]  # estimates[i]: the estimate once i batches are drained
     estimate = 1.0
     batches: list[list[Record]] = []
     current: list[Record] = []
@@ -84,7 +92,8 @@ def cut_java(records: Iterable[Record], *, batch_size: int, codec: Codec, level:
         batches.append(current)
         if codec != "none":
             section = records_section(current)
-            estimate = _java_estimate(estimate, _f32(len(compress(codec, section, level)) / len(section)))
+            estimates.append(_java_estimate(estimates[-1], _f32(len(compress(codec, section, level)) / len(section))))
+        estimate = estimates[max(0, min(len(batches) - lag, len(estimates) - 1))]
 
     for r in records:
         key, value, headers, ts = r

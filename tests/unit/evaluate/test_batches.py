@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from kafka.record import MemoryRecords
 
 from transcoder.codecs import encode_batch, encode_record
@@ -64,3 +65,17 @@ def test_java_cells_are_cut_per_codec_and_named_so():
                                repeats=1)
     assert java.label == "zstd-3 (java)" and rdk.label == "zstd-3"
     assert java.batches == len(cut_java(LOGS, batch_size=16384, codec="zstd", level=3)) < rdk.batches
+
+
+def test_a_lagging_estimate_opens_smaller_batches_and_never_more_records_per_batch():
+    """The Java producer's sender drains (and updates the estimate) behind the batches being filled: with a lag
+    of k, batch j takes the estimate after j - k batches; with no bound on the lag the estimate stays 1.0."""
+    keeping_up = cut_java(LOGS, batch_size=16384, codec="zstd", level=3)
+    lagging = cut_java(LOGS, batch_size=16384, codec="zstd", level=3, lag=5)
+    stale = cut_java(LOGS, batch_size=16384, codec="zstd", level=3, lag=len(LOGS))
+    assert [r for b in lagging for r in b] == [r for b in stale for r in b] == LOGS
+    assert [len(b) for b in lagging[:6]] == [len(b) for b in stale[:6]]  # the first six open at 1.0
+    assert len(keeping_up[2]) > len(lagging[2]) and len(keeping_up[-2]) > len(lagging[-2]) > len(stale[-2])
+    assert len(keeping_up) < len(stale)
+    with pytest.raises(ValueError, match="lag"):
+        cut_java(LOGS, batch_size=16384, codec="zstd", lag=-1)
