@@ -70,6 +70,33 @@ impl StoredRecords {
         self.inner.recs.last().map_or(-1, |r| r.offset)
     }
 
+    /// Where a run from record `start` ends (exclusive) so that its key + value + header bytes stay within
+    /// `max_bytes`: at least one record while any is left (the room a lane has for records in flight).
+    fn fit(&self, start: usize, max_bytes: u64) -> usize {
+        let recs = &self.inner.recs;
+        if start >= recs.len() {
+            return recs.len();
+        }
+        let mut total = recs[start].size as u64;
+        let mut stop = start + 1;
+        while stop < recs.len() && total + recs[stop].size as u64 <= max_bytes {
+            total += recs[stop].size as u64;
+            stop += 1;
+        }
+        stop
+    }
+
+    /// Records `start..stop`: (first offset, last offset, key + value + header bytes); ValueError for an
+    /// empty or out-of-range run.
+    fn span(&self, start: usize, stop: usize) -> PyResult<(i64, i64, u64)> {
+        let recs = &self.inner.recs;
+        if start >= stop || stop > recs.len() {
+            return Err(PyValueError::new_err(format!("no records {start}..{stop} of {}", recs.len())));
+        }
+        let run = &recs[start..stop];
+        Ok((run[0].offset, run[run.len() - 1].offset, run.iter().map(|r| r.size as u64).sum()))
+    }
+
     /// Record `i` as `(offset, timestamp_ms, key, value, headers)` (timestamp -1: none stored, message format v0;
     /// headers a list of `(name, value)`): for the records a caller needs one by one (samples, errors).
     fn record<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyTuple>> {

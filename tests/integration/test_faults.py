@@ -345,7 +345,7 @@ def test_broker_unreachable_for_60_s(copy: Copy, kafka: Cluster, broker_proxy: A
 def test_slow_destination_bounds_memory_and_lag_grows(copy: Copy, kafka: Cluster, guarantee: str):
     """A producer quota slows every destination below the rate records arrive: the lanes stop reading at
     max_in_flight_bytes, so RSS stays under a stated bound, and the lag metric grows."""
-    copy.throttle(30_000)
+    copy.throttle(10_000)  # bytes/s as stored: below the feed even at zstd-19's ratio on these records
     stop = threading.Event()
     more = {"records": 0}
 

@@ -12,7 +12,7 @@ Group membership and commits stay with the lane's consumer; this only reads.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,16 +104,17 @@ class Fetcher:
             self._unresolved.pop(tp, None)
 
     # ------------------------------------------------------------------ fetching
-    def fetch(self, budget: int | None = None) -> dict[Partition, Fetched]:
+    def fetch(self, budget: int | None = None, skip: Collection[Partition] = ()) -> dict[Partition, Fetched]:
         """One round: a Fetch to each leader of the partitions not paused, at once; the partitions' records
         from their positions, decoded, and the positions moved past them. Waits up to max_wait_ms when
         nothing is there. A partition whose leader moved is looked up again at the next round.
 
         `budget`: at most this many bytes per response and partition (the caller's room for records in flight;
-        the broker still returns a first batch larger than that, so a partition always moves on)."""
+        the broker still returns a first batch larger than that, so a partition always moves on). `skip`:
+        partitions not to fetch this round (the caller still holds records of theirs)."""
         if self._unresolved:
             self._resolve()
-        wanted = {tp: off for tp, off in self.positions.items() if tp not in self.paused}
+        wanted = {tp: off for tp, off in self.positions.items() if tp not in self.paused and tp not in skip}
         if not wanted:
             return {}
         missing = {t for t, p in wanted if self._leaders.get((t, p), -1) < 0}

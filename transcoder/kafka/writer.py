@@ -403,16 +403,17 @@ class Writer:
         return n, in_bytes
 
     # ------------------------------------------------------------------ the batched path
-    def write_stored(self, source: Partition, records: Any, now: float) -> tuple[int, int]:
-        """Hand fetched records (a transcoder_native StoredRecords, in offset order) of one source partition to
-        every destination of its topic: re-batched there, sent as their batches close (size, count) or linger
-        ends (`tick`). Returns (records, bytes). No Python per record."""
-        n = len(records)
-        if not n:
+    def write_stored(self, source: Partition, records: Any, now: float, start: int = 0,
+                     stop: int | None = None) -> tuple[int, int]:
+        """Hand fetched records `start..stop` (of a transcoder_native StoredRecords, in offset order) of one
+        source partition to every destination of its topic: re-batched there, sent as their batches close (size,
+        count) or linger ends (`tick`). Returns (records, bytes). No Python per record."""
+        stop = len(records) if stop is None else min(stop, len(records))
+        n = stop - start
+        if n <= 0:
             return 0, 0
         topic, partition = source
-        first, last = records.first_offset, records.last_offset
-        size = records.size
+        first, last, size = records.span(start, stop)
         now_ms = int(time.time() * 1000)
         routes = self.batch_routes[topic]
         runs = {}
@@ -426,7 +427,7 @@ class Writer:
                 b = target.destination.batch
                 self._rebatchers[key] = (Rebatcher(b.max_bytes, b.max_records), producer)
             rb = self._rebatchers[key][0]
-            rb.add(records, now_ms)
+            rb.add(records, now_ms, start, stop)
             if rb.ready:
                 producer.produce_sections(dest, partition, rb.take())
                 if rb.records:

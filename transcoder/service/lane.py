@@ -109,6 +109,9 @@ class Lane:
                                max_wait_ms=FETCH_WAIT_MS) if self._batched else None
         #: batched: each partition's read_committed end as the last Fetch answered
         self._fetched_ends: dict[Partition, int] = {}
+        #: batched: records fetched and not yet handed to the writer (no room under max_in_flight_bytes for them
+        #: yet), as (StoredRecords, index of the first one left); such a partition is not fetched meanwhile
+        self._pending: dict[Partition, tuple[Any, int]] = {}
         self._stray_logged = False
         self._closed = False
         self._eos = config.guarantee == "exactly-once"
@@ -254,6 +257,7 @@ class Lane:
             self.fetcher.revoke(tps)
         for tp in tps:
             self._fetched_ends.pop(tp, None)
+            self._pending.pop(tp, None)
         self.ledger.forget(tps)
         self._assigned.difference_update(tps)
         self._ends.forget(tps)
@@ -370,21 +374,33 @@ class Lane:
                 self._stray_logged = True
                 log.info("consumer_record_dropped", lane=self.spec.name, topic=m.topic(), partition=m.partition(),
                          offset=m.offset(), note="the lane's fetcher copies it; the consumer only keeps the group")
-        # Bytes fetched count as in flight at once: a round fetches no more than the room left under
-        # max_in_flight_bytes (at least one batch per partition), as a paused librdkafka consumer would.
+        # A round fetches no more than the room left under max_in_flight_bytes (stored bytes; the broker still
+        # returns a first batch larger than that), and hands the writer records up to the room in record bytes
+        # (at least one), as a paused librdkafka consumer would. Compressed source batches hold more record
+        # bytes than they take: what does not fit waits here, and its partition is not fetched meanwhile.
         room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
-        fetched = self.fetcher.fetch(budget=max(room, 1)) if not idle else {}
+        fetched = self.fetcher.fetch(budget=max(room, 1), skip=self._pending) if not idle else {}
         now = time.monotonic()
         for tp, f in fetched.items():
             self._fetched_ends[tp] = f.end  # the broker's answers between Fetches (_ends) count too, at each emission
             if len(f.records):
-                n, nbytes = self.writer.write_stored(tp, f.records, now)
-                if self.sampler is not None and self.sampler.capturing:  # live scoring: a window is open
-                    self.sampler.offer([Delivered(tp[0], tp[1], o, (k, v, h, ts, 0))
-                                        for o, ts, k, v, h in map(f.records.record, range(len(f.records)))])
-                self.status.records += n
-                self.status.source_bytes += nbytes
-                self.metrics.records(n, nbytes)
+                self._pending[tp] = (f.records, 0)
+        for tp, (records, start) in list(self._pending.items()):
+            room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
+            if room <= 0:
+                break
+            stop = records.fit(start, room)
+            if stop < len(records):
+                self._pending[tp] = (records, stop)
+            else:
+                del self._pending[tp]
+            n, nbytes = self.writer.write_stored(tp, records, now, start, stop)
+            if self.sampler is not None and self.sampler.capturing:  # live scoring: a window is open
+                self.sampler.offer([Delivered(tp[0], tp[1], o, (k, v, h, ts, 0))
+                                    for o, ts, k, v, h in map(records.record, range(start, stop))])
+            self.status.records += n
+            self.status.source_bytes += nbytes
+            self.metrics.records(n, nbytes)
         self.writer.tick(now)
 
     def _copy(self, msgs: list[Any]) -> None:
@@ -484,7 +500,7 @@ class Lane:
         if not tps:
             return
         if self.fetcher is not None:
-            positions = {tp: self.fetcher.positions.get(tp) for tp in tps}
+            positions = {tp: self._read_position(tp) for tp in tps}
         else:
             positions = {(p.topic, p.partition): p.offset
                          for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])}
@@ -541,13 +557,22 @@ class Lane:
                 return False
         return True
 
+    def _read_position(self, tp: Partition) -> int | None:
+        """Batched: the offset of the next record not yet handed to the writer (fetched records wait in
+        _pending until there is room for them)."""
+        assert self.fetcher is not None
+        if tp in self._pending:
+            records, start = self._pending[tp]
+            return int(records.span(start, start + 1)[0])
+        return self.fetcher.positions.get(tp)
+
     def _nothing_to_copy(self, tp: Partition, high: int) -> bool:
         """A partition started at or past `high` (`start` at a time it has no record since, or latest) with
         nothing read: nothing of it is to be copied, though nothing of it is committed. The batched path knows
         its fetch position; librdkafka's consumer has none before its first record."""
         if self.fetcher is None or tp not in self._assigned or self.ledger.next_offset.get(tp) is not None:
             return False
-        pos = self.fetcher.positions.get(tp)
+        pos = self._read_position(tp)
         return pos is not None and pos >= high
 
     def _shutdown(self, failed: bool = False) -> None:

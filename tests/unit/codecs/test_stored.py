@@ -231,3 +231,31 @@ def test_a_section_splits_in_two_halves_that_read_back_as_it():
     single.add(native.decode_stored(data, 0), 0, stop=1)
     with pytest.raises(ValueError, match="one record cannot be split"):
         single.take()[0].split()
+
+
+def test_fit_and_span_measure_runs_by_record_bytes():
+    """A lane hands its writer records up to its room under max_in_flight_bytes: `fit` says where such a run
+    ends (at least one record), `span` gives its offsets and bytes; the Rebatcher takes exactly that run."""
+    recs = records(60)
+    data, expected = stored([(recs[:30], "zstd"), (recs[30:], "lz4")], base=500)
+    got = native.decode_stored(data, 500)
+    sizes = [len(r[0] or b"") + len(r[1] or b"") + sum(len(k) + len(v or b"") for k, v in r[2]) for _, r in expected]
+    start, runs = 0, []
+    while start < len(got):
+        stop = got.fit(start, 100)
+        assert stop > start
+        assert sum(sizes[start:stop]) <= 100 or stop == start + 1  # one record, however large
+        assert stop == len(got) or sum(sizes[start:stop + 1]) > 100  # and no more than fits
+        first, last, size = got.span(start, stop)
+        assert (first, last, size) == (500 + start, 500 + stop - 1, sum(sizes[start:stop]))
+        runs.append((start, stop))
+        start = stop
+    assert got.fit(len(got), 100) == len(got)
+    rb = native.Rebatcher(1 << 20, 1000)
+    for start, stop in runs:
+        rb.add(got, 0, start, stop)
+    [section] = rb.take(flush=True)
+    assert section.offsets == list(range(500, 560))
+    assert read_back(native.seal_sections([section], [(-1, -1, -1)], codec="none")) == [norm(r) for _, r in expected]
+    with pytest.raises(ValueError, match="no records 5..5"):
+        got.span(5, 5)
