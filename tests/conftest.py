@@ -79,19 +79,19 @@ def spark() -> Iterator[object]:
     s.stop()
 
 
-@pytest.fixture(params=["service", "service-batches", "spark"])
+@pytest.fixture(params=["service", "service-records", "spark"])
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., object]:
     """Each engine in turn, as `engine(config)` -> an object with run(until_caught_up=...), stop(), lanes,
-    metrics, serve() and status(): the service (record by record, and `hot_path: batches`), or the Spark
-    engine on the session's SparkSession (its checkpoints in a fresh directory)."""
+    metrics, serve() and status(): the service (record sets, its default; and record by record, `hot_path:
+    records`), or the Spark engine on the session's SparkSession (its checkpoints in a fresh directory)."""
     if request.param == "service":
         from transcoder.service.runner import Service
 
         return Service
-    if request.param == "service-batches":
+    if request.param == "service-records":
         from transcoder.service.runner import Service
 
-        return lambda conf: Service(conf.model_copy(update={"hot_path": "batches"}))
+        return lambda conf: Service(conf.model_copy(update={"hot_path": "records"}))
     from transcoder.spark.engine import SparkEngine
 
     session = request.getfixturevalue("spark")

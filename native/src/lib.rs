@@ -340,6 +340,15 @@ fn encode_record<'py>(py: Python<'py>, offset_delta: i64, timestamp_delta: i64, 
     Ok(PyBytes::new(py, &out))
 }
 
+/// A records section compressed for `codec` at `level` as this module seals batches (the GIL released).
+#[pyfunction]
+#[pyo3(name = "compress", signature = (codec, data, level=None))]
+fn compress_section<'py>(py: Python<'py>, codec: &str, data: &[u8], level: Option<i32>) -> PyResult<Bound<'py, PyBytes>> {
+    let (c, l) = codec_level(codec, level)?;
+    let out = py.detach(|| compress(c, l, data)).map_err(io_err)?;
+    Ok(PyBytes::new(py, &out))
+}
+
 /// The records section of a list of record tuples, uncompressed.
 #[pyfunction]
 fn records_section<'py>(py: Python<'py>, records: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyBytes>> {
@@ -352,6 +361,7 @@ fn transcoder_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(records_section, m)?)?;
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
+    m.add_function(wrap_pyfunction!(compress_section, m)?)?;
     m.add("BATCH_OVERHEAD", BATCH_OVERHEAD)?;
     stored_py::register(m)?;
     Ok(())

@@ -3,8 +3,9 @@ restarted, the broker unreachable for 60 s behind a TCP proxy, transcoder SIGKIL
 storm, a slow destination. Every fault runs with both guarantees: nothing lost; duplicates 0 under exactly-once,
 and under at-least-once at most `duplicate_bound` per fault (in-flight records + commit_interval_ms of traffic).
 
-At-least-once copies to two lanes: zstd level 3 (librdkafka's producer) and zstd level 19 (transcoder's own
-BatchProducer). Exactly-once copies to zstd level 3 only: it refuses levels 13-22 (no transactions there).
+At-least-once copies to two lanes, zstd levels 3 and 19, on its default path (record sets fetched raw, re-batched
+in compiled code, sent by transcoder's BatchProducer). Exactly-once copies to zstd level 3 only, record by record
+through librdkafka's transactional producer: it refuses levels 13-22 (no transactions there).
 
 What the service does during an outage (README, "Faults and outages"): it keeps retrying, never exits on its
 own; /readyz answers 503 while a lane cannot copy and 200 again once it can; a SIGTERM during the outage stops

@@ -31,34 +31,20 @@ def records_section(records: list[RecordTuple]) -> bytes:
     return transcoder_native.records_section(records)
 
 
-def compress(codec: Codec, data: bytes, level: int | None = None) -> bytes:
-    """Compress a batch's records section as librdkafka writes it, which every Kafka client reads.
+def compress(codec: Codec, data: bytes, level: int | None = None, *, gzip_as_zlib: bool = False) -> bytes:
+    """Compress a batch's records section as transcoder's lanes write it (native/), which every Kafka client reads.
 
-    zstd: one frame. gzip: one member. lz4: one LZ4 frame of independent 64 KiB blocks, no content size
-    or checksum (librdkafka's LZ4F preferences; Kafka's Java client writes the same frame shape). snappy:
-    raw snappy, as librdkafka writes it (the Java client writes xerial's framing, and reads raw too).
+    zstd: one frame (libzstd). gzip: one member (libdeflate, Kafka's level L at libdeflate's L + 1 for 1-8).
+    lz4: one LZ4 frame of independent 64 KiB blocks, no content size or checksum (librdkafka's LZ4F preferences;
+    Kafka's Java client writes the same frame shape). snappy: raw snappy, as librdkafka writes it (the Java
+    client writes xerial's framing, and reads raw too). `gzip_as_zlib`: gzip as zlib writes it, as librdkafka
+    and the Java client do (exactly-once lanes, MirrorMaker 2). ValueError for an unknown codec or level.
     """
-    if codec == "none":
-        return data
-    if codec == "zstd":
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
-    if codec == "gzip":
+    if codec == "gzip" and gzip_as_zlib:
         import gzip
 
         return gzip.compress(data, compresslevel=6 if level is None else level)
-    if codec == "lz4":
-        import lz4.frame
-
-        return lz4.frame.compress(data, compression_level=0 if level is None else level,
-                                  block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                                  content_checksum=False, store_size=False)
-    if codec == "snappy":
-        import snappy
-
-        return bytes(snappy.compress(data))
-    raise ValueError(f"unknown codec {codec!r}")
+    return transcoder_native.compress(codec, data, level)
 
 
 def decompress(codec: Codec, data: bytes) -> bytes:

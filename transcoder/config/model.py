@@ -325,11 +325,11 @@ class Config(_Model):
     #: exactly-once: one transactional producer per lane, source offsets committed in its transactions,
     #: so a destination read with isolation.level=read_committed holds every source record once.
     guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
-    #: How an at-least-once lane copies: `records`, consumed and produced one by one through librdkafka; or
-    #: `batches`, the record sets as the broker stores them, fetched raw, re-batched and compressed in compiled code
-    #: (README, "The hot path"). `batches` is to become the only path (issue 15); until its fault tests pass it is
-    #: chosen here. Exactly-once lanes go record by record.
-    hot_path: Literal["records", "batches"] = "records"
+    #: How an at-least-once lane copies: `batches` (the default), the record sets as the broker stores them, fetched
+    #: raw, re-batched and compressed in compiled code (README, "The hot path"); or `records`, consumed and produced
+    #: one by one through librdkafka. Exactly-once lanes go record by record (librdkafka's transactional producer):
+    #: with them `batches` is refused when given, and the default means `records`.
+    hot_path: Literal["records", "batches"] = "batches"
     #: exactly-once: a transaction left open by a crashed instance is aborted by the broker after this long.
     transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
     start: Literal["earliest", "latest"] | datetime = "earliest"
@@ -349,6 +349,11 @@ class Config(_Model):
     #: A staged migration: the lanes record the offset map (`transcoder migrate`); None: off.
     migration: MigrationConfig | None = None
 
+    @property
+    def batched(self) -> bool:
+        """Whether lanes copy record sets (`hot_path` batches, at-least-once) rather than records."""
+        return self.hot_path == "batches" and self.guarantee == "at-least-once"
+
     @field_validator("start")
     @classmethod
     def _aware(cls, v: Any) -> Any:
@@ -360,7 +365,7 @@ class Config(_Model):
     def _exactly_once(self) -> Config:
         if self.guarantee != "exactly-once":
             return self
-        if self.hot_path == "batches":
+        if self.hot_path == "batches" and "hot_path" in self.model_fields_set:
             raise ValueError("hot_path batches needs guarantee: at-least-once: exactly-once lanes still consume and "
                              "produce record by record (librdkafka's transactional producer)")
         if self.lanes != "isolated":

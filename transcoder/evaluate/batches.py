@@ -2,14 +2,13 @@
 frames and compresses each batch exactly as Kafka stores it, with the framing the service uses for zstd
 13-22, so the sizes evaluate reports are the sizes a broker would hold).
 
-Cutting uses the service's own accumulator (pipeline.batching): a batch closes when the next record
-would take its estimated size (records plus librdkafka's per-record overhead) past `max_bytes`, or at
-`max_records`. Linger does not apply: a sample is all there at once.
+Cutting follows the service's batched lanes (native/'s Rebatcher): a batch closes when the next record, framed,
+would take it past `max_bytes`, or at `max_records`. The Java producer's rule (MirrorMaker 2) is `cut_java`.
+Linger does not apply: a sample is all there at once.
 """
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Iterable
 
@@ -20,7 +19,6 @@ from transcoder.codecs import (
     encode_record,
     records_section,
 )
-from transcoder.pipeline.batching import Accumulator
 
 #: A record as evaluate holds it: key, value, headers, timestamp (epoch ms) — encode_batch's record shape.
 Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
@@ -34,18 +32,25 @@ def record_size(r: Record) -> int:
 
 
 def cut(records: Iterable[Record], *, max_bytes: int, max_records: int = 100_000) -> list[list[Record]]:
-    """One partition's records (in offset order) as the batches a producer at these settings builds."""
-    acc: Accumulator[Record] = Accumulator(max_bytes=max_bytes, max_records=max_records, linger_s=math.inf)
-    tp = ("sample", 0)
+    """One partition's records (in offset order) as the batches the service's lanes build at these settings:
+    the rule of native/'s Rebatcher, which a batched lane re-batches fetched records with. A record joins the
+    open batch while the batch, framed (its 61-byte header and its records as v2 encodes them), stays within
+    `max_bytes`, and while it has fewer than `max_records`; a batch holds at least one record."""
     batches: list[list[Record]] = []
+    current: list[Record] = []
+    framed = BATCH_OVERHEAD
     for r in records:
-        acc.add(tp, r, record_size(r), 0.0)
-        batches.extend(acc.take(0.0).values())
-    while True:
-        rest = acc.take(0.0, flush=True).get(tp)
-        if not rest:
-            return batches
-        batches.append(rest)
+        key, value, headers, ts = r
+        size = len(encode_record(len(current), ts - current[0][3] if current else 0, key, value, headers))
+        if current and (len(current) >= max_records or framed + size > max_bytes):
+            batches.append(current)
+            current, framed = [], BATCH_OVERHEAD
+            size = len(encode_record(0, 0, key, value, headers))
+        current.append(r)
+        framed += size
+    if current:
+        batches.append(current)
+    return batches
 
 
 # ---------------------------------------------------------------- the Java producer's rule (MirrorMaker 2)
@@ -92,7 +97,8 @@ def cut_java(records: Iterable[Record], *, batch_size: int, codec: Codec, level:
         batches.append(current)
         if codec != "none":
             section = records_section(current)
-            estimates.append(_java_estimate(estimates[-1], _f32(len(compress(codec, section, level)) / len(section))))
+            packed = compress(codec, section, level, gzip_as_zlib=True)  # java.util.zip's gzip is zlib's
+            estimates.append(_java_estimate(estimates[-1], _f32(len(packed) / len(section))))
         estimate = estimates[max(0, min(len(batches) - lag, len(estimates) - 1))]
 
     for r in records:

@@ -86,7 +86,7 @@ class Lane:
         #: hot_path batches (at-least-once): the lane reads raw record sets (Fetcher) and writes batches built from
         #: them, with no Python per record; the consumer only keeps the group (its partitions stay paused) and
         #: commits. Otherwise records are consumed and produced one by one through librdkafka.
-        self._batched = config.hot_path == "batches" and config.guarantee == "at-least-once"
+        self._batched = config.batched
         self.writer = Writer(config, spec.name, spec.targets, metrics, batched=self._batched,
                              create=lambda part, make, start: self.threads.create((spec.name, part), make, start))
         self.ledger = self.writer.ledger

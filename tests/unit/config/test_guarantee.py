@@ -14,9 +14,12 @@ def _raw(**extra):
 
 
 def test_default_is_at_least_once_and_exactly_once_parses():
-    assert config.parse({**_raw(), "guarantee": "at-least-once"}, environ={}).guarantee == "at-least-once"
+    alo = config.parse({**_raw(), "guarantee": "at-least-once"}, environ={})
+    assert alo.guarantee == "at-least-once" and alo.batched  # record sets, in compiled code
     conf = config.parse(_raw(), environ={})
     assert conf.guarantee == "exactly-once" and conf.transaction_timeout_ms == 60_000
+    assert not conf.batched  # record by record, through librdkafka's transactional producer
+    assert not config.parse({**_raw(), "guarantee": "at-least-once", "hot_path": "records"}, environ={}).batched
 
 
 @pytest.mark.parametrize(("extra", "why"), [

@@ -3,27 +3,40 @@
 from __future__ import annotations
 
 import pytest
+import transcoder_native as native
 from kafka.record import MemoryRecords
 
 from transcoder.codecs import encode_batch, encode_record
 from transcoder.evaluate.batches import cut, cut_java, record_size
 from transcoder.evaluate.grid import Cell, Setting
 from transcoder.evaluate.measure import measure_partition, measure_sample
-from transcoder.pipeline.batching import RECORD_OVERHEAD
 
 LOGS = [(f"host-{i % 7}".encode(), f'10.0.0.{i % 50} - - "GET /api/items/{i % 300} HTTP/1.1" 200'.encode(),
          (("trace", b"ab"),) if i % 4 == 0 else (), 1_700_000_000_000 + i) for i in range(5000)]
 
 
 def test_batches_close_before_the_record_that_would_pass_max_bytes_and_at_max_records():
-    per = record_size(LOGS[1]) + RECORD_OVERHEAD
-    batches = cut(LOGS[1:4], max_bytes=2 * per)  # two records fit exactly: the second closes the batch
-    assert [len(b) for b in batches] == [2, 1]
+    two = 61 + sum(_encoded(LOGS[1:3]))  # two records framed as a v2 batch: they fit exactly
+    assert [len(b) for b in cut(LOGS[1:4], max_bytes=two)] == [2, 1]
+    assert len(cut(LOGS[1:4], max_bytes=two - 1)[0]) == 1
     assert [len(b) for b in cut(LOGS[:10], max_bytes=1 << 20, max_records=4)] == [4, 4, 2]
     everything = cut(LOGS, max_bytes=16384)
     assert [r for b in everything for r in b] == LOGS  # nothing lost, offset order kept
-    assert all(sum(record_size(r) + RECORD_OVERHEAD for r in b) <= 16384 for b in everything)
+    assert all(61 + sum(_encoded(b)) <= 16384 for b in everything)
     assert cut([], max_bytes=16384) == []
+
+
+@pytest.mark.parametrize(("max_bytes", "max_records"), [(16384, 100_000), (65536, 100_000), (1 << 20, 37), (200, 5)])
+def test_the_cut_is_the_batched_lanes_rebatcher(max_bytes, max_records):
+    """evaluate cuts a sample exactly as a batched lane re-batches the same records fetched from the broker."""
+    stored = native.decode_stored(encode_batch(LOGS, codec="lz4"), 0)
+    rb = native.Rebatcher(max_bytes, max_records)
+    rb.add(stored, 0)
+    sections = rb.take(flush=True)
+    batches = cut(LOGS, max_bytes=max_bytes, max_records=max_records)
+    assert [len(s) for s in sections] == [len(b) for b in batches]
+    assert [bytes(b) for b in native.seal_sections(sections, [(-1, -1, -1)] * len(sections), codec="none")] == [
+        encode_batch(b) for b in batches]
 
 
 def test_cells_are_the_framed_batches_and_larger_batches_compress_better():
@@ -64,7 +77,9 @@ def test_java_cells_are_cut_per_codec_and_named_so():
     java, rdk = measure_sample({0: LOGS}, [Cell(Setting("zstd", 3), 16384, "java"), Cell(Setting("zstd", 3), 16384)],
                                repeats=1)
     assert java.label == "zstd-3 (java)" and rdk.label == "zstd-3"
-    assert java.batches == len(cut_java(LOGS, batch_size=16384, codec="zstd", level=3)) < rdk.batches
+    java_cut, rdk_cut = cut_java(LOGS, batch_size=16384, codec="zstd", level=3), cut(LOGS, max_bytes=16384)
+    assert (java.batches, rdk.batches) == (len(java_cut), len(rdk_cut))
+    assert len(java_cut[-2]) > len(rdk_cut[-2])  # the estimate has learnt the ratio: more records per batch
 
 
 def test_a_lagging_estimate_opens_smaller_batches_and_never_more_records_per_batch():
