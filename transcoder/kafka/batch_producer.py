@@ -86,8 +86,10 @@ class FailureLog:
     Kafka unreachable for a minute is hundreds of failed attempts (a metadata request every retry): one line
     per attempt hid everything else. Time (monotonic seconds) is passed in."""
 
-    def __init__(self, client_id: str, *, interval_s: float = FAILURE_LOG_INTERVAL_S) -> None:
+    def __init__(self, client_id: str, *, interval_s: float = FAILURE_LOG_INTERVAL_S, logger: Any = None) -> None:
         self.client_id, self.interval_s = client_id, interval_s
+        #: the client's own logger (the fetcher's, say); the batch producer's by default
+        self._logger = logger
         #: event -> [failures, first (monotonic), last logged (monotonic), first (ISO, UTC)]
         self._open: dict[str, list[Any]] = {}
 
@@ -96,18 +98,22 @@ class FailureLog:
         if st is None:
             since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             self._open[event] = [1, now, now, since]
-            log.warning(event, client_id=self.client_id, failures=1, since=since, **fields)
+            self._log.warning(event, client_id=self.client_id, failures=1, since=since, **fields)
             return
         st[0] += 1
         if now - st[2] >= self.interval_s:
             st[2] = now
-            log.warning(event, client_id=self.client_id, failures=st[0], since=st[3],
+            self._log.warning(event, client_id=self.client_id, failures=st[0], since=st[3],
                         note=f"retrying; logged at most once per {self.interval_s:.0f} s", **fields)
+
+    @property
+    def _log(self) -> Any:
+        return self._logger if self._logger is not None else log
 
     def succeeded(self, event: str, now: float) -> None:
         st = self._open.pop(event, None)
         if st is not None:
-            log.info("kafka_requests_succeed_again", client_id=self.client_id, after=event, failures=st[0],
+            self._log.info("kafka_requests_succeed_again", client_id=self.client_id, after=event, failures=st[0],
                      after_s=round(now - st[1], 1))
 
 

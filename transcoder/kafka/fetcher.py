@@ -63,7 +63,7 @@ class Fetcher:
         #: partitions to start at their "earliest" or "latest" offset, not asked of the broker yet
         self._unresolved: dict[Partition, str] = {}
         self._leaders: dict[Partition, int] = {}
-        self._failures = FailureLog(client_id)
+        self._failures = FailureLog(client_id, logger=log)
 
     # ------------------------------------------------------------------ positions
     def assign(self, positions: Mapping[Partition, int | str | None]) -> None:

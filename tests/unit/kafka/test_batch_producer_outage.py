@@ -250,3 +250,22 @@ def test_sections_are_sealed_split_when_too_large_and_restamped_under_a_new_prod
     ids = [(MemoryRecords(bytes(b)).next_batch().producer_id, MemoryRecords(bytes(b)).next_batch().base_sequence)
            for b in written]
     assert ids[-8:] == [(102, 25 * i) for i in range(8)], ids
+
+
+def test_a_failure_log_speaks_through_its_clients_logger():
+    """The fetcher's failures are logged under its own logger, not the batch producer's."""
+    said: list[tuple[str, str]] = []
+
+    class Recorder:
+        def warning(self, event: str, **fields: Any) -> None:
+            said.append(("warning", event))
+
+        def info(self, event: str, **fields: Any) -> None:
+            said.append(("info", event))
+
+    flog = FailureLog("c2", logger=Recorder())
+    with structlog.testing.capture_logs() as logs:
+        flog.failed("fetch_request_failed", 1.0, error="x")
+        flog.succeeded("fetch_request_failed", 2.0)
+    assert said == [("warning", "fetch_request_failed"), ("info", "kafka_requests_succeed_again")]
+    assert logs == []
