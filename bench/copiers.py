@@ -100,9 +100,11 @@ def process_cpu(pid: int) -> float:
 
 # ---------------------------------------------------------------- transcoder
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
-                     workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None) -> Running:
+                     workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None,
+                     hot_path: str | None = None) -> Running:
     """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching); with
-    `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`)."""
+    `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`); `hot_path` as the
+    config's (None: its default)."""
     routes = [(source, destination)] + ([(live, f"{live}.copy")] if live else [])
     conf = {
         "cluster": {"bootstrap_servers": bootstrap},
@@ -114,6 +116,8 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
         }]} for s, d in routes],
         "metrics": {"port": 0},
     }
+    if hot_path is not None:
+        conf["hot_path"] = hot_path
     if spark_master is not None:
         conf["spark"] = {"master": spark_master, "checkpoint_location": str(workdir / f"{tag}.checkpoints")}
     path = workdir / f"{tag}.yaml"

@@ -1,6 +1,7 @@
 """Where one transcoder lane's CPU goes: by part (consume, produce, loop) and, with py-spy, by function.
 
-    python -m bench.profile [--codec zstd] [--level N] [--count 1000000] [--kind nginx] [-b host:port] [--no-py-spy]
+    python -m bench.profile [--codec zstd] [--level N] [--count 1000000] [--kind nginx] [--hot-path batches|records]
+                            [-b host:port] [--no-py-spy]
 
 It seeds the dataset from another process (one partition, uncompressed), copies it with one lane in
 this process (`Service.run(until_caught_up=True)`, as `transcoder run --until-caught-up`) and prints:
@@ -131,6 +132,7 @@ def main() -> None:
     ap.add_argument("--level", type=int)
     ap.add_argument("--count", type=int, default=1_000_000)
     ap.add_argument("--kind", default="nginx")
+    ap.add_argument("--hot-path", choices=("batches", "records"), default="batches", help="the config's hot_path")
     ap.add_argument("-b", "--bootstrap-servers")
     ap.add_argument("--py-spy", dest="py_spy", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
@@ -159,7 +161,8 @@ def main() -> None:
         if args.level is not None:
             dest["level"] = args.level
         conf = config.parse({"cluster": {"bootstrap_servers": bootstrap}, "group_id": f"profile-{source}",
-                             "routes": [{"source": source, "destinations": [dest]}], "metrics": {"port": 0}},
+                             "routes": [{"source": source, "destinations": [dest]}], "metrics": {"port": 0},
+                             "hot_path": args.hot_path},
                             source="profile", environ={})
         service = Service(conf)
         if args.py_spy:
@@ -191,7 +194,8 @@ def main() -> None:
         raise SystemExit(f"py-spy wrote no profile: {err.decode(errors='replace').strip()[-400:]}")
 
     n = records
-    print(f"# one lane, {args.codec}{'' if args.level is None else f'-{args.level}'}: {n:,} {args.kind} records "
+    print(f"# one lane (hot_path {args.hot_path}), {args.codec}{'' if args.level is None else f'-{args.level}'}: "
+          f"{n:,} {args.kind} records "
           f"({source_bytes / max(1, n):,.0f} B average) in {wall:.1f} s (start-up included), {n / wall:,.0f} records/s"
           f"{f' (sampled by py-spy at {args.rate} Hz, which pauses the process)' if sampler else ''}\n")
     print(parts_table(cpu, n))

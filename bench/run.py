@@ -29,7 +29,7 @@ from transcoder.kafka.clients import connect_admin
 from transcoder.dev.datagen import Record
 from transcoder.dev.local_kafka import DEFAULT_VERSION
 
-LATENCY_COPIERS = {"transcoder", "mm2", "mm2-default", "spark-local1", "spark-local2"}  # kcat does not carry timestamps
+LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "spark-local1", "spark-local2"}  # kcat does not carry timestamps
 
 
 @dataclass(frozen=True)
@@ -92,10 +92,11 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 admin.create_topics([NewTopic(live, partitions, 1)])[live].result()
             launched = time.monotonic()
             to_delete: list[str] = [live] if live else []
-            if copier == "transcoder" or copier.startswith("spark-local"):
+            if copier.startswith(("transcoder", "spark-local")):
                 master = f"local[{copier.removeprefix('spark-local')}]" if copier.startswith("spark") else None
                 running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag,
-                                                   live=live, spark_master=master)
+                                                   live=live, spark_master=master,
+                                                   hot_path="records" if copier == "transcoder-records" else None)
             elif copier.startswith("mm2"):
                 assert libs is not None
                 alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"

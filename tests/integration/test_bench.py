@@ -14,7 +14,7 @@ from tests.support.tools import require_tool
 # The kcat copier (Debian's kcat, optional on a developer's machine) has tests of its own: without kcat
 # they are skipped, naming it (failed when CI is set); the other copiers are tested everywhere.
 KCAT_INSTALL = "install the Debian package `kcat` (.ci/run does: apt-get install kcat)"
-COPIERS = ("transcoder", "mm2", "mm2-default")
+COPIERS = ("transcoder", "transcoder-records", "mm2", "mm2-default")
 
 
 def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
@@ -43,7 +43,7 @@ def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
     text = report(res, codecs=["zstd"], runs=1, dataset="nginx", partitions=1, command="python -m bench",
                   latency_records=200, latency_rate=500.0)
     rows = [line for line in text.splitlines() if line.startswith("| zstd | ")]
-    assert [line.split(" | ")[1] for line in rows[:3]] == list(COPIERS)
+    assert [line.split(" | ")[1] for line in rows[:4]] == list(COPIERS)
     assert "## Targets" in text and "## Cloudflare-style table" in text and "2017-style consumer table" in text
 
     # Nothing is left behind: source, destinations and MirrorMaker 2's state topics are deleted.
