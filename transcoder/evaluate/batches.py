@@ -31,6 +31,12 @@ def record_size(r: Record) -> int:
         len(k) + (len(v) if v is not None else 0) for k, v in headers)
 
 
+def _encoded_len(batch: list[Record], r: Record) -> int:
+    """The bytes record `r` takes as the next v2 record of `batch` (offset and timestamp deltas from its first)."""
+    key, value, headers, ts = r
+    return len(encode_record(len(batch), ts - batch[0][3] if batch else 0, key, value, headers))
+
+
 def cut(records: Iterable[Record], *, max_bytes: int, max_records: int = 100_000) -> list[list[Record]]:
     """One partition's records (in offset order) as the batches the service's lanes build at these settings:
     the rule of native/'s Rebatcher, which a batched lane re-batches fetched records with. A record joins the
@@ -40,12 +46,11 @@ def cut(records: Iterable[Record], *, max_bytes: int, max_records: int = 100_000
     current: list[Record] = []
     framed = BATCH_OVERHEAD
     for r in records:
-        key, value, headers, ts = r
-        size = len(encode_record(len(current), ts - current[0][3] if current else 0, key, value, headers))
+        size = _encoded_len(current, r)
         if current and (len(current) >= max_records or framed + size > max_bytes):
             batches.append(current)
             current, framed = [], BATCH_OVERHEAD
-            size = len(encode_record(0, 0, key, value, headers))
+            size = _encoded_len(current, r)
         current.append(r)
         framed += size
     if current:
@@ -102,14 +107,13 @@ def cut_java(records: Iterable[Record], *, batch_size: int, codec: Codec, level:
         estimate = estimates[max(0, min(len(batches) - lag, len(estimates) - 1))]
 
     for r in records:
-        key, value, headers, ts = r
-        size = len(encode_record(len(current), ts - current[0][3] if current else 0, key, value, headers))
+        size = _encoded_len(current, r)
         if current:
             estimated = BATCH_OVERHEAD + (written if codec == "none" else int(_f32(_f32(written * estimate) * factor)))
             if batch_size <= estimated or batch_size < estimated + size:  # isFull() or not hasRoomFor()
                 close()
                 current, written = [], 0
-                size = len(encode_record(0, 0, key, value, headers))
+                size = _encoded_len(current, r)
         current.append(r)
         written += size
     if current:

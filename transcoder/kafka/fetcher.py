@@ -2,9 +2,9 @@
 (transcoder_native.decode_stored) without a record object per record.
 
 One Fetch request per leader per round, all leaders at once, read_committed (aborted transactions and markers
-are left out as a Java consumer leaves them out), waiting up to `max_wait_ms` for `min_bytes` (librdkafka's fetch.wait.max.ms and fetch.min.bytes). Positions are the
-fetcher's own: the caller sets them (committed offsets, or the reset policy's) and they advance past every
-whole batch read, control and aborted batches included.
+are left out as a Java consumer leaves them out), waiting up to `max_wait_ms` for `min_bytes` (librdkafka's
+fetch.wait.max.ms and fetch.min.bytes). Positions are the fetcher's own: the caller sets them (committed offsets,
+or the reset policy's) and they advance past every whole batch read, control and aborted batches included.
 
 Group membership and commits stay with the lane's consumer; this only reads.
 """
