@@ -1,5 +1,6 @@
-"""Batches transcoder builds itself (zstd at levels librdkafka refuses): stored as built, written once,
-split when the topic refuses their size; the batch producer that sends them."""
+"""Batches transcoder builds itself (zstd at levels librdkafka refuses, and every batch of a batched lane): stored
+as built, written once, split when the topic refuses their size, read back by librdkafka and by Kafka's Java code;
+the batch producer that sends them."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import time
 
 import pytest
 
+from tests.support.configs import make_config
+from tests.support.records import read_all, read_with_java_consumer
 from transcoder.kafka.batch_producer import BatchProducer
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.codecs import encode_batch
 from transcoder.errors import KafkaUnavailableError
+from transcoder.service.runner import Service
 
 
 def test_a_zstd_level_19_batch_is_stored_as_zstd_and_reads_back(kafka, topic_factory, read_topic):
@@ -155,3 +159,34 @@ def test_batches_built_here_are_read_by_librdkafka_and_by_kafkas_java_code(kafka
     deep = "".join(kafka.local.dump_log_segment(seg, deep=True) for seg in kafka.segment_files(topic, 0))
     payloads = re.findall(r"payload: (.*)$", deep, re.M)
     assert payloads == [v.decode() for _, v, _, _ in records]
+
+
+def test_the_lanes_batches_are_read_back_by_kafkas_java_consumer(kafka, topic_factory, producer_factory):
+    """Issue 15: what a lane writes (record sets re-batched and sealed in native/, gzip by libdeflate) is read by
+    Kafka's own Java consumer through the broker, CRCs checked, record by record, at every gzip level."""
+    source = topic_factory(partitions=2)
+    p = producer_factory(**{"linger.ms": 5})
+    base_ts = int(time.time() * 1000) - 60_000
+    for i in range(3000):
+        key = None if i % 7 == 0 else (b"" if i % 11 == 0 else f"host-{i % 17}".encode())
+        value = None if i % 97 == 0 else f'10.0.{i % 40}.{i % 250} "GET /api/{i % 90}?q={i}" 200 {i * 7 % 5000}'.encode()
+        headers = [("trace", f"{i:08x}".encode()), ("tag", b"a"), ("tag", b""), ("gone", None)] if i % 3 == 0 else None
+        p.produce(source, value=value, key=key, partition=i % 2, timestamp=base_ts + i, headers=headers)
+    assert p.flush(30) == 0
+    destinations = [{"codec": "gzip", "level": level, "batch": {"max_bytes": 65536}} for level in (1, 6, 9)] + [
+        {"codec": c, "batch": {"max_bytes": 65536}} for c in ("zstd", "lz4", "snappy")]
+    conf = make_config(kafka, [{"source": source, "destinations": destinations}])
+    assert conf.batched
+    Service(conf).run(until_caught_up=True)
+    want = read_all(kafka.bootstrap, source)
+    assert len(want) == 3000
+    for d in conf.routes[0].destinations:
+        dest = d.topic_for(source)
+        got = sorted(read_with_java_consumer(kafka.bootstrap, dest, len(want)))
+        assert len(got) == len(want), dest
+        for w, g in zip(want, got, strict=True):
+            assert g == w, f"{dest} [{g[0]}] offset {g[1]}"
+        for partition in (0, 1):
+            batches = kafka.stored_batches(dest, partition)
+            assert {b["compresscodec"] for b in batches} == {d.codec}, dest
+            assert len(batches) > 1, dest  # several batches of at most 64 KiB each, not one

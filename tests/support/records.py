@@ -91,3 +91,36 @@ def read_messages(bootstrap: str, topic: str, *, timeout: float = 60.0) -> list[
         return [m for p in sorted(by_part) for m in by_part[p]]
     finally:
         consumer.close()
+
+
+def read_with_java_consumer(bootstrap: str, topic: str, count: int, *, timeout_ms: int = 30_000) -> list[Rec]:
+    """`count` records of a topic as Kafka's own Java consumer reads them (ConsoleConsumer, read_committed, CRCs
+    checked), in the order it prints them. Keys, values and headers must be text without newlines or ASCII separators (0x1d-0x1f)."""
+    import os
+    import shutil
+    import subprocess
+
+    from transcoder.dev.local_kafka import fetch
+
+    fields = ["print.timestamp", "print.partition", "print.offset", "print.headers", "print.key", "print.value"]
+    cmd = [shutil.which("java") or "java", "-cp", os.path.join(fetch(), "*"),
+           "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", bootstrap, "--topic", topic,
+           "--from-beginning", "--max-messages", str(count), "--timeout-ms", str(timeout_ms),
+           "--isolation-level", "read_committed", "--command-property", "check.crcs=true",
+           *[a for f in fields for a in ("--formatter-property", f"{f}=true")],
+           "--formatter-property", "key.separator=\x1f", "--formatter-property", "headers.separator=\x1d",
+           "--formatter-property", "null.literal=\x1enull"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout_ms / 1000 + 60)
+    assert proc.returncode == 0, f"the Java consumer failed on {topic}: {proc.stderr.strip()[-800:]}"
+
+    def text(s: str) -> bytes | None:
+        return None if s == "\x1enull" else s.encode()
+
+    out: list[Rec] = []
+    for line in proc.stdout.split("\n")[:-1]:  # not splitlines: it splits at 0x1c-0x1e too
+        ts, partition, offset, headers, key, value = line.split("\x1f")
+        hs = () if headers == "NO_HEADERS" else tuple(
+            (k, text(v)) for k, v in (h.split(":", 1) for h in headers.split("\x1d")))
+        out.append((int(partition.removeprefix("Partition:")), int(offset.removeprefix("Offset:")), text(key),
+                    text(value), hs, int(ts.removeprefix("CreateTime:"))))
+    return out
