@@ -188,13 +188,18 @@ pub struct Framed {
     pub max_timestamp: i64,
 }
 
-/// Who wrote a batch: idempotent producers set all three; -1 otherwise.
+/// Who wrote a batch: idempotent producers set id, epoch and base sequence (-1 otherwise); a transactional one's
+/// batches carry the transactional attribute bit.
 #[derive(Clone, Copy)]
 pub struct Producer {
     pub id: i64,
     pub epoch: i16,
     pub base_sequence: i32,
+    pub transactional: bool,
 }
+
+/// The v2 batch attribute bit of a batch written in a transaction.
+const TRANSACTIONAL: i16 = 0x10;
 
 /// The whole v2 batch: header, CRC-32C (Castagnoli) over attributes to the end, compressed records.
 pub fn seal(framed: &Framed, codec: Codec, level: i32, base_offset: i64, producer: Producer) -> std::io::Result<Vec<u8>> {
@@ -211,7 +216,8 @@ pub fn seal_parts(framed: &Framed, section: &[u8], codec: Codec, level: i32, bas
     out.extend_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch: set by the broker
     out.push(MAGIC);
     out.extend_from_slice(&[0; 4]); // crc, below
-    out.extend_from_slice(&codec.attribute().to_be_bytes()); // CreateTime, not transactional, not control
+    let attributes = codec.attribute() | if producer.transactional { TRANSACTIONAL } else { 0 };
+    out.extend_from_slice(&attributes.to_be_bytes()); // CreateTime, not control
     out.extend_from_slice(&(framed.count - 1).to_be_bytes());
     out.extend_from_slice(&framed.base_timestamp.to_be_bytes());
     out.extend_from_slice(&framed.max_timestamp.to_be_bytes());
@@ -304,7 +310,7 @@ fn encode_batch<'py>(py: Python<'py>, records: &Bound<'py, PyList>, codec: &str,
                      producer_id: i64, producer_epoch: i16, base_sequence: i32) -> PyResult<Bound<'py, PyBytes>> {
     let (c, l) = codec_level(codec, level)?;
     let framed = frame_list(records)?;
-    let producer = Producer { id: producer_id, epoch: producer_epoch, base_sequence };
+    let producer = Producer { id: producer_id, epoch: producer_epoch, base_sequence, transactional: false };
     let out = py.detach(|| seal(&framed, c, l, base_offset, producer)).map_err(io_err)?;
     Ok(PyBytes::new(py, &out))
 }
@@ -323,7 +329,7 @@ fn encode_batches<'py>(py: Python<'py>, jobs: &Bound<'py, PyList>, codec: &str, 
         }
         let records = t.get_item(0)?.cast_into::<PyList>().map_err(|_| PyTypeError::new_err("a job's records must be a list"))?;
         let producer = Producer { id: t.get_borrowed_item(1)?.extract()?, epoch: t.get_borrowed_item(2)?.extract()?,
-                                  base_sequence: t.get_borrowed_item(3)?.extract()? };
+                                  base_sequence: t.get_borrowed_item(3)?.extract()?, transactional: false };
         framed.push((frame_list(&records)?, producer));
     }
     let sealed: Vec<std::io::Result<Vec<u8>>> =

@@ -240,28 +240,30 @@ impl Rebatcher {
 }
 
 /// Seal sections as v2 batches, compressed in parallel with the GIL released; `stamps[i]` is section i's
-/// `(producer_id, producer_epoch, base_sequence)`.
+/// `(producer_id, producer_epoch, base_sequence)`; `transactional`: the batches are written in a transaction.
 #[pyfunction]
-#[pyo3(signature = (sections, stamps, *, codec="none", level=None))]
+#[pyo3(signature = (sections, stamps, *, codec="none", level=None, transactional=false))]
 fn seal_sections<'py>(py: Python<'py>, sections: Vec<Bound<'py, Section>>, stamps: Vec<(i64, i16, i32)>,
-                      codec: &str, level: Option<i32>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+                      codec: &str, level: Option<i32>, transactional: bool) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     if sections.len() != stamps.len() {
         return Err(PyValueError::new_err(format!("{} sections but {} stamps", sections.len(), stamps.len())));
     }
     let (c, l) = codec_level(codec, level)?;
     let jobs: Vec<(&stored::Section, Producer)> = sections.iter().zip(&stamps)
-        .map(|(s, &(id, epoch, base_sequence))| (&s.get().inner, Producer { id, epoch, base_sequence }))
+        .map(|(s, &(id, epoch, base_sequence))| (&s.get().inner, Producer { id, epoch, base_sequence, transactional }))
         .collect();
     let sealed: Vec<std::io::Result<Vec<u8>>> =
         py.detach(|| jobs.par_iter().map(|(s, p)| stored::seal_section(s, c, l, *p)).collect());
     sealed.into_iter().map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
 }
 
-/// The batch under another producer id, epoch and base sequence (header and CRC only; no recompression).
+/// The batch under another producer id, epoch and base sequence (header and CRC only; no recompression; its
+/// attributes, the transactional bit among them, kept).
 #[pyfunction]
 fn restamp<'py>(py: Python<'py>, batch: &Bound<'py, PyBytes>, producer_id: i64, producer_epoch: i16,
                 base_sequence: i32) -> PyResult<Bound<'py, PyBytes>> {
-    let out = stored::restamp(batch.as_bytes(), Producer { id: producer_id, epoch: producer_epoch, base_sequence })
+    let out = stored::restamp(batch.as_bytes(),
+                              Producer { id: producer_id, epoch: producer_epoch, base_sequence, transactional: false })
         .map_err(PyValueError::new_err)?;
     Ok(PyBytes::new(py, &out))
 }

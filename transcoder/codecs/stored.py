@@ -7,7 +7,8 @@ codec (seal_sections), without a record object per record; all compiled (native/
   for data it cannot read.
 - `Rebatcher(max_bytes, max_records)`: records appended (`add`) into v2 records sections closed by size
   (uncompressed, as librdkafka's batch.size) and count; `take(flush)` hands out the closed `Section`s.
-- `seal_sections(sections, stamps, codec=, level=)`: the v2 batches, compressed in parallel with the GIL released;
+- `seal_sections(sections, stamps, codec=, level=, transactional=)`: the v2 batches, compressed in parallel with the
+  GIL released (`transactional`: with the attribute bit of a batch written in a transaction);
   `restamp(batch, producer_id, epoch, base_sequence)` gives one a new producer id without compressing again.
 """
 

@@ -11,6 +11,16 @@ and per-partition sequence numbers, so a batch sent again after a timeout is wri
 After a delivery timeout the outcome of the last attempt is unknown; the producer then takes a
 new producer id (as librdkafka bumps its epoch), so a later batch is never mistaken for it. A
 batch that was in fact written may then be written twice: at least once, never lost.
+
+With `transactions` (exactly-once) it is a transactional producer with confluent_kafka.Producer's transaction
+calls (init_transactions, begin_transaction, send_offsets_to_transaction, commit_transaction,
+abort_transaction), raising KafkaException with the same flags (txn_requires_abort, fatal, retriable), so the
+writer drives both alike. Kafka's transaction protocol v1: the sender adds each partition to the transaction
+(AddPartitionsToTxn) before its first batch, batches carry the transactional bit, the offsets go in with
+AddOffsetsToTxn and TxnOffsetCommit, EndTxn commits or aborts. Nothing is sent again outside the transaction:
+what cannot be delivered makes the transaction abortable, and after every abort the producer bumps its epoch
+(InitProducerId with its own id and epoch, KIP-588), which also tells a coordinator's time-out abort
+(accepted) from another instance's takeover (PRODUCER_FENCED).
 """
 
 from __future__ import annotations
@@ -24,14 +34,14 @@ from typing import Any
 
 import kafka.errors
 import structlog
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
 
 from transcoder.codecs import Codec, encode_batches, restamp, seal_sections
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.statistics import TopicProduce, Window
 from transcoder.pipeline import batching
-from transcoder.pipeline.batching import Accumulator, Outcome
+from transcoder.pipeline.batching import Accumulator, Outcome, TxnStep
 
 log = structlog.get_logger("transcoder.batchproducer")
 
@@ -117,6 +127,21 @@ class FailureLog:
                      after_s=round(now - st[1], 1))
 
 
+@dataclass(frozen=True)
+class Transactions:
+    """exactly-once: the transactional id, its transactions' time-out, and the consumer group whose offsets
+    they commit."""
+
+    transactional_id: str
+    group_id: str
+    timeout_ms: int = 60_000
+
+
+#: The pause between tries of a transaction request the coordinator answered "busy" (CONCURRENT_TRANSACTIONS
+#: while the last transaction's markers are written, COORDINATOR_LOAD_IN_PROGRESS).
+TXN_RETRY_BACKOFF_S = 0.02
+
+
 @dataclass
 class _Batch:
     tp: tuple[str, int]
@@ -133,6 +158,14 @@ class _Batch:
         return len(self.section) if self.section is not None else len(self.records or ())
 
 
+#: AddPartitionsToTxn's answer for partitions it did not add because another of the request failed.
+_OPERATION_NOT_ATTEMPTED = 55
+
+
+def _first_error(codes: Mapping[Any, int]) -> int:
+    return next((c for c in codes.values() if c), 0)
+
+
 class BatchProducer:
     def __init__(self, librdkafka: Mapping[str, Any], *, codec: Codec, level: int | None, client_id: str,
                  linger_ms: int, max_bytes: int, max_records: int,
@@ -140,8 +173,18 @@ class BatchProducer:
                  on_stats: Callable[[dict[str, TopicProduce]], None] | None = None, stats_interval_ms: int = 5000,
                  on_batch: Callable[[KafkaError | None, str, int, int, Any], None] | None = None,
                  queue_max_bytes: int = 256 * 1024 * 1024, request_timeout_ms: int = 30_000,
-                 delivery_timeout_ms: int = 300_000, retry_backoff_ms: int = 100) -> None:
+                 delivery_timeout_ms: int = 300_000, retry_backoff_ms: int = 100,
+                 transactions: Transactions | None = None) -> None:
         self.codec, self.level, self.client_id = codec, level, client_id
+        #: exactly-once: this producer's transactions (None: idempotent only)
+        self.transactions = transactions
+        #: the coordinators' broker ids (transaction, group), looked up when first needed and when they move
+        self._coordinators: dict[int, int] = {}
+        #: partitions added to the open transaction, and whether offsets were (its EndTxn has something to end)
+        self._txn_partitions: set[tuple[str, int]] = set()
+        self._txn_offsets = False
+        #: why the open transaction cannot commit (the caller must abort it), set by the sender
+        self._abortable: KafkaError | None = None
         self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
         self._acc: Accumulator[_Record] = Accumulator(max_bytes=max_bytes, max_records=max_records,
                                                       linger_s=linger_ms / 1000)
@@ -161,6 +204,9 @@ class BatchProducer:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the sender waits on it for batches
         self._delivered = threading.Condition(self._lock)  # poll waits on it for delivery reports
+        self._busy = False  # the sender is in a round (outside the lock)
+        self._idle = threading.Condition(self._lock)  # abort waits on it for the round in flight
+        self._purges = 0  # aborts so far: a round that began before one drops what it holds
         self._done: list[tuple[KafkaError | None, _Batch, int]] = []
         self._flushing = False
         self._closing = False
@@ -180,10 +226,13 @@ class BatchProducer:
     # ------------------------------------------------------------------ the caller's side
     def start(self) -> None:
         """Connect, take a producer id and start the sender thread; KafkaUnavailableError if it cannot
-        (within the request timeout)."""
+        (within the request timeout). A transactional producer starts with `init_transactions`."""
         if self._thread is not None:
             return
-        self._renew_producer_id(self._request_timeout_ms / 1000)
+        if self.transactions is None:
+            self._renew_producer_id(self._request_timeout_ms / 1000)
+        else:
+            self._init_transactional(self._request_timeout_ms / 1000, own=False)
         self._thread = threading.Thread(target=self._run, name=f"tc-send:{self.client_id}"[:60], daemon=True)
         self._thread.start()
 
@@ -192,6 +241,8 @@ class BatchProducer:
         """Queue one record; BufferError when the queue is full (poll, then produce again)."""
         if partition < 0:
             raise ValueError("transcoder's batch producer needs an explicit partition")
+        if self.transactions is not None:
+            raise RuntimeError(f"producer {self.client_id}: a transactional batch producer takes sections only")
         if self._thread is None:
             self.start()
         headers = headers or ()
@@ -252,7 +303,7 @@ class BatchProducer:
             self._flushing = True
             self._wake.notify()
         try:
-            while len(self):
+            while len(self) and self._abortable is None:  # doomed: the caller aborts what is left
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
@@ -277,6 +328,193 @@ class BatchProducer:
             self._thread.join(timeout=max(1.0, self._request_timeout_ms / 1000 + 5))
         self._info.close()
 
+    # ------------------------------------------------------------------ transactions (the caller's side)
+    def init_transactions(self, timeout: float) -> None:
+        """Take this transactional id's producer id and epoch (fencing any earlier holder: the coordinator aborts
+        what it left open) and start the sender. KafkaException as confluent_kafka's."""
+        if self.transactions is None:
+            raise RuntimeError(f"producer {self.client_id} has no transactional id")
+        if self._thread is None:
+            self._init_transactional(timeout, own=False)
+            self._thread = threading.Thread(target=self._run, name=f"tc-send:{self.client_id}"[:60], daemon=True)
+            self._thread.start()
+
+    def begin_transaction(self) -> None:
+        """A transaction begins with its first batch (the sender adds its partition): nothing to ask here."""
+        with self._lock:
+            self._txn_partitions.clear()
+            self._txn_offsets = False
+            self._abortable = None
+
+    def send_offsets_to_transaction(self, offsets: Sequence[Any], group_metadata: Any, timeout: float) -> None:
+        """Commit the consumer group's `offsets` (confluent_kafka TopicPartitions) with the open transaction.
+        The group is this producer's `transactions.group_id` (`group_metadata` is the consumer's, unused: the
+        transactional id is per assignment, so an old member is fenced by the id, not by the generation)."""
+        assert self.transactions is not None
+        self._raise_abortable()
+        deadline = time.monotonic() + timeout
+        t = self.transactions
+        self._txn_request("AddOffsetsToTxn", lambda node: self._info.add_offsets_to_txn(
+            t.transactional_id, self._producer_id, self._epoch, t.group_id, coordinator=node), deadline)
+        self._txn_offsets = True
+        commits = {(o.topic, o.partition): o.offset for o in offsets}
+        self._txn_request("TxnOffsetCommit", lambda node: _first_error(self._info.txn_offset_commit(
+            t.transactional_id, t.group_id, self._producer_id, self._epoch, commits, coordinator=node)),
+            deadline, group=True)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver every batch of the open transaction, then commit it (EndTxn). KafkaException (with
+        txn_requires_abort) when it cannot commit: abort it."""
+        deadline = time.monotonic() + (timeout if timeout is not None else self._request_timeout_ms / 1000)
+        left = self.flush(max(0.0, deadline - time.monotonic()))
+        self._raise_abortable()
+        if left:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"producer {self.client_id}: {left} records "
+                                            "not delivered in time", txn_requires_abort=True))
+        self._end(True, deadline)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop what the open transaction holds (queued, or waiting to be sent again; reports not yet served),
+        abort it (EndTxn) and bump the epoch (KIP-588), so no batch of it can ever land later. KafkaException:
+        fatal when another instance took the transactional id over."""
+        assert self.transactions is not None
+        deadline = time.monotonic() + (timeout if timeout is not None else self._request_timeout_ms / 1000)
+        with self._lock:
+            self._purges += 1
+            self._acc.clear()
+            self._sections.clear()
+            while self._busy:  # the round in flight ends (bounded by the request timeout)
+                self._idle.wait(0.1)
+            self._acc.clear()
+            self._done = []
+            self._section_records = 0
+        try:
+            self._end(False, deadline)
+        except KafkaException as exc:
+            if not exc.args[0].txn_requires_abort():
+                raise
+            # fenced, or the coordinator aborted it already (transaction.timeout.ms): the epoch bump below says
+        self._init_transactional(max(1.0, deadline - time.monotonic()), own=True)
+
+    def _end(self, commit: bool, deadline: float) -> None:
+        """EndTxn, when the transaction holds anything; the next one begins empty."""
+        assert self.transactions is not None
+        t = self.transactions
+        if self._txn_partitions or self._txn_offsets:
+            self._txn_request("EndTxn", lambda node: self._info.end_txn(
+                t.transactional_id, self._producer_id, self._epoch, commit, coordinator=node), deadline)
+        self.begin_transaction()
+
+    def _raise_abortable(self) -> None:
+        if self._abortable is not None:
+            raise KafkaException(self._abortable)
+
+    def _init_transactional(self, timeout: float, *, own: bool) -> None:
+        """InitProducerId for the transactional id: a new epoch, sequences from 0. `own`: with this producer's
+        id and epoch (KIP-588), refused with PRODUCER_FENCED when another instance holds the id now."""
+        assert self.transactions is not None
+        t = self.transactions
+        pid, epoch = (self._producer_id, self._epoch) if own else (-1, -1)
+        got: list[tuple[int, int]] = []
+
+        def ask(node: int) -> int:
+            code, new_pid, new_epoch = self._info.init_producer_id(
+                transactional_id=t.transactional_id, transaction_timeout_ms=t.timeout_ms, producer_id=pid,
+                producer_epoch=epoch, coordinator=node)
+            got.append((new_pid, new_epoch))
+            return code
+
+        self._txn_request("InitProducerId", ask, time.monotonic() + timeout, fenced_is_final=True)
+        with self._lock:
+            self._producer_id, self._epoch = got[-1]
+            self._sequence.clear()
+            self._abortable = None
+        log.info("producer_id", client_id=self.client_id, producer_id=self._producer_id, epoch=self._epoch,
+                 transactional_id=t.transactional_id)
+
+    def _txn_request(self, what: str, ask: Callable[[int], int], deadline: float, *, group: bool = False,
+                     fenced_is_final: bool = False) -> None:
+        """One transaction request asked of its coordinator until done: again after a back-off while it is busy,
+        of the new one when it moved. KafkaException as librdkafka raises it: fatal (fenced for good,
+        unauthorized), txn_requires_abort (this transaction cannot commit; fenced-or-timed-out too, which the
+        epoch bump after the abort tells apart), retriable (still busy at the deadline)."""
+        from kafka.errors import KafkaError as KPError
+
+        assert self.transactions is not None
+        key_type = 0 if group else 1
+        key = self.transactions.group_id if group else self.transactions.transactional_id
+        while True:
+            try:
+                node = self._coordinators.get(key_type)
+                if node is None:
+                    node = self._coordinators[key_type] = self._info.find_coordinator(key, key_type)
+                code = ask(node)
+                retriable = kafka.errors.for_code(code).retriable if code else False
+            except (KPError, KafkaUnavailableError) as exc:  # no answer: ask again (the coordinator may have moved)
+                self._coordinators.pop(key_type, None)
+                code, retriable, why = KafkaError._TRANSPORT, True, repr(exc)
+            else:
+                why = KafkaError(code).str() if code else ""
+            step = batching.txn_step(code, retriable) if code != KafkaError._TRANSPORT else TxnStep.RETRY
+            if step is TxnStep.DONE:
+                self._failures.succeeded(f"{what}_failed", time.monotonic())
+                return
+            where = f"producer {self.client_id}, transactional.id {self.transactions.transactional_id}: {what}: {why}"
+            if step is TxnStep.FATAL or (step is TxnStep.FENCED and fenced_is_final):
+                raise KafkaException(KafkaError(code, where, fatal=True))
+            if step in (TxnStep.FENCED, TxnStep.ABORTABLE):
+                raise KafkaException(KafkaError(code, where, txn_requires_abort=True))
+            busy = code in (batching.CONCURRENT_TRANSACTIONS, batching.COORDINATOR_LOAD_IN_PROGRESS)
+            if step is TxnStep.REFIND:
+                self._coordinators.pop(key_type, None)
+            if not busy:  # busy is expected (the last transaction's markers are being written): not a failure
+                self._failures.failed(f"{what}_failed", time.monotonic(), error=why)
+            if time.monotonic() >= deadline:
+                raise KafkaException(KafkaError(code, where, retriable=True))
+            time.sleep(TXN_RETRY_BACKOFF_S if busy else self._backoff)
+
+    def _add_partitions(self, tps: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The sender's: add partitions to the open transaction before their first batch; return those added.
+        Those not added yet are sent next round; a refusal that dooms the transaction makes it abortable."""
+        assert self.transactions is not None
+        t = self.transactions
+        try:
+            node = self._coordinators.get(1)
+            if node is None:
+                node = self._coordinators[1] = self._info.find_coordinator(t.transactional_id, 1)
+            answers = self._info.add_partitions_to_txn(t.transactional_id, self._producer_id, self._epoch, tps,
+                                                       coordinator=node)
+        except Exception as exc:  # noqa: BLE001 - no answer: the partitions are added next round
+            self._coordinators.pop(1, None)
+            self._failures.failed("AddPartitionsToTxn_failed", time.monotonic(), error=repr(exc))
+            return set()
+        added = {tp for tp, code in answers.items() if code == 0}
+        for tp, code in answers.items():
+            if code == 0 or code == _OPERATION_NOT_ATTEMPTED:
+                continue
+            step = batching.txn_step(code, kafka.errors.for_code(code).retriable)
+            if step is TxnStep.REFIND:
+                self._coordinators.pop(1, None)
+            if step in (TxnStep.RETRY, TxnStep.REFIND):
+                if code not in (batching.CONCURRENT_TRANSACTIONS, batching.COORDINATOR_LOAD_IN_PROGRESS):
+                    self._failures.failed("AddPartitionsToTxn_failed", time.monotonic(), error=KafkaError(code).str())
+                continue
+            self._doom(KafkaError(code, f"{tp[0]} [{tp[1]}]: AddPartitionsToTxn: {KafkaError(code).str()}",
+                                  fatal=step is TxnStep.FATAL, txn_requires_abort=step is not TxnStep.FATAL))
+        if added:
+            self._failures.succeeded("AddPartitionsToTxn_failed", time.monotonic())
+        with self._lock:
+            self._txn_partitions |= added
+        return added
+
+    def _doom(self, err: KafkaError) -> None:
+        """The open transaction cannot commit (the caller sees it at its next commit, flush or poll)."""
+        with self._lock:
+            if self._abortable is None:
+                self._abortable = err
+                log.warning("transaction_abortable", client_id=self.client_id, error=err.str())
+            self._delivered.notify_all()
+
     # ------------------------------------------------------------------ statistics
     def _maybe_emit_stats(self) -> None:
         if self._on_stats is not None and time.monotonic() >= self._next_stats:
@@ -298,11 +536,16 @@ class BatchProducer:
     # ------------------------------------------------------------------ the sender thread
     def _run(self) -> None:
         retry: dict[tuple[str, int], _Batch] = {}
+        purges = self._purges
         while True:
             with self._lock:
+                self._busy = False
+                self._idle.notify_all()
                 while True:
                     if self._closing:  # close() flushed what it could: the rest is not committed, not lost
                         return
+                    if purges != self._purges:  # aborted: what the round held is gone with its transaction
+                        purges, retry = self._purges, {}
                     now = time.monotonic()
                     taken = self._acc.take(now, flush=self._flushing, skip=set(retry))
                     # one batch per partition per round (a Produce request holds one per partition)
@@ -312,6 +555,7 @@ class BatchProducer:
                         break
                     due = self._acc.next_due(now)
                     self._wake.wait(0.5 if due is None else min(due, 0.5))
+                self._busy = True
             batches = dict(retry)
             try:
                 batches.update(self._encode(taken, sections))
@@ -324,8 +568,11 @@ class BatchProducer:
                     for tp, records in taken.items() if tp not in batches] + [
                     _Batch(tp, None, -1, b"", time.monotonic(), s.size, section=s)
                     for tp, s in sections.items() if tp not in batches]
-                self._finish([(err, b, -1) for b in failed])
                 retry = {}
+                if self.transactions is not None:  # what the broker got of these is unknown: the transaction too
+                    self._drop(failed, KafkaError(KafkaError._FAIL, err.str(), txn_requires_abort=True))
+                    continue
+                self._finish([(err, b, -1) for b in failed])
                 try:  # what the broker got of these is unknown: never reuse their sequences
                     self._renew_producer_id(self._request_timeout_ms / 1000)
                 except Exception as renew_exc:  # noqa: BLE001 - the next batches fail and say why
@@ -351,7 +598,7 @@ class BatchProducer:
             bases = [self._sequence.get(tp, 0) for tp in stps]
             sealed = seal_sections([sections[tp] for tp in stps],
                                    [(self._producer_id, self._epoch, base) for base in bases],
-                                   codec=self.codec, level=self.level)
+                                   codec=self.codec, level=self.level, transactional=self.transactions is not None)
             for tp, base, payload in zip(stps, bases, sealed, strict=True):
                 s = sections[tp]
                 self._sequence[tp] = batching.next_sequence(base, len(s))
@@ -383,9 +630,16 @@ class BatchProducer:
                 self._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
         by_leader: dict[int, dict[tuple[str, int], _Batch]] = {}
         retry: dict[tuple[str, int], _Batch] = {}
+        if self.transactions is not None:
+            if self._abortable is not None:  # the transaction is lost: nothing more of it is sent
+                self._drop(list(batches.values()), self._abortable)
+                return {}
+            new = {tp for tp in batches if tp not in self._txn_partitions}
+            if new:
+                self._add_partitions(new)
         for tp, b in batches.items():
             leader = self._leaders.get(tp, -1)
-            if leader < 0:
+            if leader < 0 or (self.transactions is not None and tp not in self._txn_partitions):
                 retry[tp] = b
             else:
                 by_leader.setdefault(leader, {})[tp] = b
@@ -393,8 +647,9 @@ class BatchProducer:
         renew = False
         for leader, group in by_leader.items():
             try:
+                txn = {"transactional_id": self.transactions.transactional_id} if self.transactions else {}
                 answers = self._info.produce({tp: b.payload for tp, b in group.items()}, leader=leader,
-                                             timeout_ms=self._request_timeout_ms)
+                                             timeout_ms=self._request_timeout_ms, **txn)
             except KPError as exc:  # no answer: the outcome is unknown, the same bytes go again
                 self._failures.failed("produce_request_failed", time.monotonic(), leader=leader, error=repr(exc))
                 for tp in group:
@@ -413,6 +668,9 @@ class BatchProducer:
                     retry[tp] = b
                     if kind.invalid_metadata:  # the partition's leader must be looked up again
                         self._leaders.pop(tp, None)
+                elif what is Outcome.RENEW and self.transactions is not None:
+                    self._drop([b], KafkaError(code, f"{tp[0]} [{tp[1]}]: {KafkaError(code).str()}",
+                                               txn_requires_abort=True))
                 elif what is Outcome.RENEW:
                     retry[tp] = b
                     renew = True
@@ -427,6 +685,10 @@ class BatchProducer:
                             self._acc.put_back(tp, [b.records[:half], b.records[half:]])
                     log.info("batch_split", client_id=self.client_id, topic=tp[0], partition=tp[1],
                              records=b.count, bytes=len(b.payload))
+                elif self.transactions is not None and code in batching.SEQUENCE_BROKEN_CODES | {90}:
+                    # fenced, or the coordinator ended the transaction: the abort's epoch bump tells which
+                    self._drop([b], KafkaError(code, f"{tp[0]} [{tp[1]}]: {KafkaError(code).str()}",
+                                               txn_requires_abort=True))
                 else:
                     self._sequence[tp] = b.base_sequence  # not written: the next batch takes its sequences
                     renew = renew or code in batching.SEQUENCE_BROKEN_CODES
@@ -434,7 +696,12 @@ class BatchProducer:
                                                   f"a batch of {b.count} records ({len(b.payload)} bytes)"), b, -1))
         now = time.monotonic()
         for tp, b in list(retry.items()):
-            if now - b.first_sent > self._delivery_timeout:
+            if now - b.first_sent > self._delivery_timeout and self.transactions is not None:
+                del retry[tp]
+                self._drop([b], KafkaError(KafkaError._MSG_TIMED_OUT, f"{tp[0]} [{tp[1]}]: not acknowledged within "
+                                                                      f"{self._delivery_timeout:.0f} s",
+                                           txn_requires_abort=True))
+            elif now - b.first_sent > self._delivery_timeout:
                 del retry[tp]
                 renew = True  # the last attempt's outcome is unknown: never reuse its sequences
                 done.append((KafkaError(KafkaError._MSG_TIMED_OUT, f"{tp[0]} [{tp[1]}]: not acknowledged within "
@@ -454,6 +721,18 @@ class BatchProducer:
             sent = self._sent.setdefault(topic, [0, 0])
             sent[0] += b.size
             sent[1] += b.count
+
+    def _drop(self, batches: list[_Batch], err: KafkaError) -> None:
+        """Transactional: batches the open transaction cannot have; it is doomed (the caller aborts it and reads
+        their records again). They get no report: nothing of theirs is committed."""
+        with self._lock:
+            for b in batches:
+                b.reported = True
+                if b.section is not None:
+                    self._section_records -= b.count
+                elif b.records is not None:
+                    self._acc.taken(len(b.records), b.size)
+        self._doom(err)
 
     def _finish(self, done: list[tuple[KafkaError | None, _Batch, int]]) -> None:
         if done:

@@ -1,5 +1,13 @@
 """What confluent-kafka cannot ask or send, done through kafka-python: on-disk sizes (DescribeLogDirs),
-API versions, a raw Fetch of stored batches, and a raw Produce of batches transcoder built itself."""
+API versions, a raw Fetch of stored batches, a raw Produce of batches transcoder built itself, and the requests
+of a transactional producer (FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn).
+
+Transactions are Kafka's protocol v1 (KIP-98): the producer adds each partition before writing to it and ends the
+transaction with EndTxn; the epoch changes only at InitProducerId. The requests are capped at the versions before
+KIP-890's transactions v2 (Produce 12, AddPartitionsToTxn 4, AddOffsetsToTxn 4, TxnOffsetCommit 5, EndTxn 5),
+with which a broker adds partitions implicitly and bumps the epoch at every EndTxn: a client of v2 must follow
+that, and transcoder's producer follows v1, which Kafka 4 keeps for such clients."""
 
 from __future__ import annotations
 
@@ -242,13 +250,14 @@ class BrokerInfo:
             raise KafkaUnavailableError(f"producing a batch to {topic} [{partition}]: error {code}")
         return base_offset
 
-    def produce(self, batches: Mapping[tuple[str, int], bytes], *, leader: int,
-                timeout_ms: int = 30_000) -> dict[tuple[str, int], tuple[int, int]]:
-        """One Produce request (acks=all) of prebuilt v2 batches, one per partition, to their leader.
+    def produce(self, batches: Mapping[tuple[str, int], bytes], *, leader: int, timeout_ms: int = 30_000,
+                transactional_id: str | None = None) -> dict[tuple[str, int], tuple[int, int]]:
+        """One Produce request (acks=all) of prebuilt v2 batches, one per partition, to their leader; with
+        `transactional_id`, batches of its open transaction.
 
-        Returns (error code, base offset) per partition, as the broker answered. For codec levels
-        librdkafka refuses (zstd 13-22). Produce v7+ (zstd needs it), up to v12 (13+ names
-        topics by id). Connection failures raise kafka-python's errors.
+        Returns (error code, base offset) per partition, as the broker answered. Produce v7+ (zstd needs it), up
+        to v12 (13+ names topics by id), v11 in a transaction (12 is transactions v2: see the module).
+        Connection failures raise kafka-python's errors.
         """
         from kafka.protocol.producer import ProduceRequest
 
@@ -257,9 +266,9 @@ class BrokerInfo:
         for (topic, partition), batch in batches.items():
             by_topic.setdefault(topic, []).append(data.PartitionProduceData(index=partition, records=batch))
         request = ProduceRequest(
-            transactional_id=None, acks=-1, timeout_ms=timeout_ms,
+            transactional_id=transactional_id, acks=-1, timeout_ms=timeout_ms,
             topic_data=[data(name=t, partition_data=parts) for t, parts in by_topic.items()],
-            min_version=7, max_version=12,
+            min_version=7, max_version=12 if transactional_id is None else 11,
         )
         manager = self._client()._manager  # kafka-python has no public raw Produce
 
@@ -283,19 +292,100 @@ class BrokerInfo:
                 out[(t["name"], p["partition_index"])] = p["leader_id"] if not p["error_code"] else -1
         return out
 
-    def init_producer_id(self) -> tuple[int, int, int]:
-        """(error code, producer id, epoch) for an idempotent, non-transactional producer."""
+    def init_producer_id(self, transactional_id: str | None = None, *, transaction_timeout_ms: int = 60_000,
+                         producer_id: int = -1, producer_epoch: int = -1,
+                         coordinator: int | None = None) -> tuple[int, int, int]:
+        """(error code, producer id, epoch): for an idempotent producer (no transactional id), or for
+        `transactional_id` at its coordinator, fencing any earlier holder. With this producer's own id and epoch
+        (KIP-588, v3+) the epoch is bumped only if they are still the id's (PRODUCER_FENCED otherwise)."""
         from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000,
-                                        producer_id=-1, producer_epoch=-1)
+        request = InitProducerIdRequest(transactional_id=transactional_id,
+                                        transaction_timeout_ms=transaction_timeout_ms,
+                                        producer_id=producer_id, producer_epoch=producer_epoch,
+                                        min_version=3 if producer_id >= 0 else 0, max_version=4)
+        r = self._send(request, coordinator)
+        return r.error_code, r.producer_id, r.producer_epoch
+
+    def find_coordinator(self, key: str, key_type: int) -> int:
+        """The broker id of `key`'s coordinator: key_type 0 a consumer group, 1 a transactional id.
+        KafkaUnavailableError naming Kafka's error when the broker answers with one."""
+        from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+        r = self._send(FindCoordinatorRequest(key=key, key_type=key_type, min_version=1, max_version=3), None)
+        if r.error_code:
+            from kafka.errors import for_code
+
+            raise KafkaUnavailableError(f"no coordinator for {'transactional id' if key_type else 'group'} {key}: "
+                                        f"{for_code(r.error_code).__name__}", retriable=True)
+        return int(r.node_id)
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Iterable[tuple[str, int]], *,
+                              coordinator: int) -> dict[tuple[str, int], int]:
+        """Add partitions to the open transaction; Kafka's error code per partition."""
+        from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
+
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        request = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=producer_epoch,
+            v3_and_below_topics=[topic(name=t, partitions=sorted(ps)) for t, ps in by_topic.items()],
+            min_version=0, max_version=3)
+        r = self._send(request, coordinator)
+        return {(t.name, p.partition_index): p.partition_error_code
+                for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *,
+                           coordinator: int) -> int:
+        """Add the group's offsets to the open transaction (the transaction coordinator's side); error code."""
+        from kafka.protocol.producer.transaction import AddOffsetsToTxnRequest
+
+        request = AddOffsetsToTxnRequest(transactional_id=transactional_id, producer_id=producer_id,
+                                         producer_epoch=producer_epoch, group_id=group_id, min_version=0,
+                                         max_version=3)
+        return int(self._send(request, coordinator).error_code)
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          offsets: Mapping[tuple[str, int], int], *, coordinator: int) -> dict[tuple[str, int], int]:
+        """Commit the group's `offsets` in the open transaction, at the GROUP coordinator; error code per partition.
+        No generation or member id: transcoder's transactional id is per assignment, so an old member is fenced
+        by the id (as before KIP-447)."""
+        from kafka.protocol.producer.transaction import TxnOffsetCommitRequest
+
+        by_topic: dict[str, list[Any]] = {}
+        topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        part = topic.TxnOffsetCommitRequestPartition
+        for (t, p), offset in offsets.items():
+            by_topic.setdefault(t, []).append(part(partition_index=p, committed_offset=offset,
+                                                   committed_leader_epoch=-1, committed_metadata=""))
+        request = TxnOffsetCommitRequest(transactional_id=transactional_id, group_id=group_id,
+                                         producer_id=producer_id, producer_epoch=producer_epoch,
+                                         topics=[topic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                                         min_version=0, max_version=4)
+        r = self._send(request, coordinator)
+        return {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                coordinator: int) -> int:
+        """Commit or abort the open transaction; error code."""
+        from kafka.protocol.producer.transaction import EndTxnRequest
+
+        request = EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id,
+                                producer_epoch=producer_epoch, committed=commit, min_version=0, max_version=4)
+        return int(self._send(request, coordinator).error_code)
+
+    def _send(self, request: Any, node_id: int | None) -> Any:
+        """One request to `node_id` (any broker: None) and its response; kafka-python's errors when unanswered."""
         manager = self._client()._manager
 
-        async def init() -> Any:
-            return await manager.send(request)
+        async def send() -> Any:
+            return await manager.send(request, node_id=node_id)
 
-        r = manager.run(init)
-        return r.error_code, r.producer_id, r.producer_epoch
+        return manager.run(send)
 
     def close(self) -> None:
         if self._admin is not None:

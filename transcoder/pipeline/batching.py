@@ -96,6 +96,12 @@ class Accumulator(Generic[R]):
         self.records -= records
         self.bytes -= size
 
+    def clear(self) -> None:
+        """Forget every record held (an aborted transaction's: they are read and written again)."""
+        self._open.clear()
+        self._closed.clear()
+        self.records = self.bytes = 0
+
     def put_back(self, tp: TP, batches: list[list[R]]) -> None:
         """Batches to send before anything else of the partition (the halves of a split batch)."""
         q = self._closed.setdefault(tp, deque())
@@ -146,3 +152,44 @@ def outcome(error_code: int, records: int, retriable: bool) -> Outcome:
 def next_sequence(sequence: int, records: int) -> int:
     """Kafka's producer sequence wraps at 2**31 - 1 back to 0."""
     return (sequence + records) % (2**31)
+
+
+class TxnStep(Enum):
+    """What a transactional producer does after the transaction coordinator's (or group coordinator's) answer."""
+
+    DONE = "done"
+    RETRY = "retry"  # the same request again after a back-off (the coordinator is busy or loading)
+    REFIND = "refind"  # the coordinator moved: look it up again (FindCoordinator), then retry
+    #: the epoch is not this producer's: another instance took over the transactional id, or the coordinator
+    #: aborted the transaction (transaction.timeout.ms) and bumped it; telling them apart is InitProducerId's
+    #: (KIP-588: it accepts this producer's last epoch after a timeout, refuses it after a takeover)
+    FENCED = "fenced"
+    ABORTABLE = "abortable"  # this transaction cannot commit: abort it and read its records again
+    FATAL = "fatal"  # never recoverable by this producer (authorization, unsupported)
+
+
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_PRODUCER_EPOCH = 47
+CONCURRENT_TRANSACTIONS = 51  # the previous transaction's markers are still being written
+PRODUCER_FENCED = 90
+#: Kafka's codes that no retry or abort can mend: authorization (transactional id, group, topic), unsupported.
+TXN_FATAL_CODES = frozenset({29, 30, 35, 53, 87})
+TXN_FENCED_CODES = frozenset({INVALID_PRODUCER_EPOCH, PRODUCER_FENCED})
+
+
+def txn_step(error_code: int, retriable: bool) -> TxnStep:
+    """What to do after a transaction request's answer (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+    TxnOffsetCommit, EndTxn). `retriable`: Kafka's flag for the code."""
+    if error_code == 0:
+        return TxnStep.DONE
+    if error_code in (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR):
+        return TxnStep.REFIND
+    if error_code in TXN_FENCED_CODES:
+        return TxnStep.FENCED
+    if error_code in TXN_FATAL_CODES:
+        return TxnStep.FATAL
+    if error_code in (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS) or retriable:
+        return TxnStep.RETRY
+    return TxnStep.ABORTABLE

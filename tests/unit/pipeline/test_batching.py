@@ -11,8 +11,10 @@ from transcoder.pipeline.batching import (
     RECORD_OVERHEAD,
     Accumulator,
     Outcome,
+    TxnStep,
     next_sequence,
     outcome,
+    txn_step,
 )
 
 A, B = ("t", 0), ("t", 1)
@@ -89,6 +91,18 @@ def test_put_back_goes_first_in_order():
     assert [a.take(0.0)[A] for _ in range(3)] == [[0], [1], [2, 3]]
 
 
+def test_clear_forgets_open_and_closed_batches_and_their_counts():
+    a = acc(max_bytes=100)
+    for i in range(5):
+        a.add(A, i, 40, now=0.0)  # two closed batches and an open one
+    a.add(B, 9, 10, now=0.0)
+    a.clear()
+    assert (len(a), a.bytes, a.next_due(0.0)) == (0, 0, None)
+    assert a.take(10.0, flush=True) == {}
+    a.add(A, 7, 10, now=1.0)  # it takes records again as new
+    assert a.take(1.0, flush=True) == {A: [7]}
+
+
 def test_add_says_when_the_due_time_changed():
     a = acc(max_records=2)
     assert a.add(A, 1, 1, now=0.0) is True  # opened
@@ -147,3 +161,22 @@ def test_outcome_of_a_partition_answer(code, records, expected):
 def test_sequences_wrap_at_int32():
     assert next_sequence(0, 10) == 10
     assert next_sequence(2**31 - 5, 10) == 5
+
+
+@pytest.mark.parametrize("code,expected", [
+    (0, TxnStep.DONE),
+    (51, TxnStep.RETRY),  # CONCURRENT_TRANSACTIONS: the last transaction's markers are still being written
+    (14, TxnStep.RETRY),  # COORDINATOR_LOAD_IN_PROGRESS
+    (7, TxnStep.RETRY),  # REQUEST_TIMED_OUT
+    (15, TxnStep.REFIND),  # COORDINATOR_NOT_AVAILABLE
+    (16, TxnStep.REFIND),  # NOT_COORDINATOR
+    (90, TxnStep.FENCED),  # PRODUCER_FENCED
+    (47, TxnStep.FENCED),  # INVALID_PRODUCER_EPOCH: fenced, or the coordinator timed the transaction out
+    (53, TxnStep.FATAL),  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    (30, TxnStep.FATAL),  # GROUP_AUTHORIZATION_FAILED
+    (35, TxnStep.FATAL),  # UNSUPPORTED_VERSION
+    (48, TxnStep.ABORTABLE),  # INVALID_TXN_STATE
+    (28, TxnStep.ABORTABLE),  # INVALID_COMMIT_OFFSET_SIZE
+])
+def test_txn_step_after_a_coordinators_answer(code, expected):
+    assert txn_step(code, kafka.errors.for_code(code).retriable) is expected
