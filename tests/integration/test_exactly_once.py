@@ -40,16 +40,25 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[
     return {tp.partition: tp.offset for tp in got}
 
 
-def test_every_record_once_in_transactions_with_offsets_and_map(kafka, topic_factory, admin):
+#: exactly-once record by record (librdkafka's transactional producer, with the offset map in its transactions) and
+#: on record sets (transcoder's transactional BatchProducer, which takes no offset map yet), at zstd 6 and 19
+PATHS = [pytest.param({"hot_path": "records", "migration": {}}, 6, id="records"),
+         pytest.param({"hot_path": "batches"}, 6, id="batches"),
+         pytest.param({"hot_path": "batches"}, 19, id="batches-zstd-19")]
+
+
+@pytest.mark.parametrize("path,level", PATHS)
+def test_every_record_once_in_transactions_with_offsets_and_map(kafka, topic_factory, admin, path, level):
     source = topic_factory(partitions=3)
     # A transactional source with aborted transactions: its offsets have gaps that must not be copied.
     produce_transactions(kafka.bootstrap, source, transactions=12, per=500, partitions=3,
                          aborted=lambda t: t % 4 == 1, headers=True)
-    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd", "level": 6,
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd", "level": level,
                                                                      "batch": {"max_bytes": 65536}}]}],
-                       guarantee="exactly-once", migration={})
+                       guarantee="exactly-once", **path)
+    assert conf.batched == (path["hot_path"] == "batches")
     Service(conf).run(until_caught_up=True)
-    dest = f"{source}.zstd-6"
+    dest = f"{source}.zstd-{level}"
 
     want = _source_records(kafka.bootstrap, source)
     got = _source_records(kafka.bootstrap, dest)
@@ -67,6 +76,8 @@ def test_every_record_once_in_transactions_with_offsets_and_map(kafka, topic_fac
                 TopicPartition(source, p), timeout=10)[1]) for p in range(3))}
     assert _committed(kafka.bootstrap, f"{conf.group_id}.{dest}", source, 3) == ends
 
+    if conf.migration is None:
+        return
     # The offset map was written in the same transactions: every destination record maps to its source record.
     maps, _ = offset_map.read(conf, dest)
     src = {(p, o): (k, v, h, ts) for p, o, k, v, h, ts in read_all(kafka.bootstrap, source)}
@@ -82,11 +93,13 @@ def _dest_end(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
-def test_an_instance_with_the_same_partitions_fences_a_paused_one(kafka, topic_factory, admin, tmp_path):
+@pytest.mark.parametrize("hot_path", ["records", "batches"])
+def test_an_instance_with_the_same_partitions_fences_a_paused_one(kafka, topic_factory, admin, tmp_path, hot_path):
     source = topic_factory(partitions=2)
     assert run_cli("seed", "--kind", "nginx", "--count", "40000", "--topic", source, "-b", kafka.bootstrap
                    ).returncode == 0
-    raw = raw_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], guarantee="exactly-once")
+    raw = raw_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], guarantee="exactly-once",
+                     hot_path=hot_path)
     raw["cluster"]["config"] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))

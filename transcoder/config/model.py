@@ -325,10 +325,12 @@ class Config(_Model):
     #: exactly-once: one transactional producer per lane, source offsets committed in its transactions,
     #: so a destination read with isolation.level=read_committed holds every source record once.
     guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
-    #: How an at-least-once lane copies: `batches` (the default), the record sets as the broker stores them, fetched
-    #: raw, re-batched and compressed in compiled code (README, "The hot path"); or `records`, consumed and produced
-    #: one by one through librdkafka. Exactly-once lanes go record by record (librdkafka's transactional producer):
-    #: with them `batches` is refused when given, and the default means `records`.
+    #: How a lane copies: `batches`, the record sets as the broker stores them, fetched raw, re-batched and compressed
+    #: in compiled code and sent by transcoder's batch producer (README, "The hot path"); or `records`, consumed and
+    #: produced one by one through librdkafka. At-least-once lanes copy `batches` by default. Exactly-once lanes go
+    #: record by record (librdkafka's transactional producer) unless `batches` is given: then transcoder's
+    #: transactional batch producer writes them (not with a `migration:` offset map, which the transactions carry
+    #: record by record).
     hot_path: Literal["records", "batches"] = "batches"
     #: exactly-once: a transaction left open by a crashed instance is aborted by the broker after this long.
     transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
@@ -351,8 +353,10 @@ class Config(_Model):
 
     @property
     def batched(self) -> bool:
-        """Whether lanes copy record sets (`hot_path` batches, at-least-once) rather than records."""
-        return self.hot_path == "batches" and self.guarantee == "at-least-once"
+        """Whether lanes copy record sets rather than records: `hot_path` batches (exactly-once: when given)."""
+        if self.hot_path != "batches":
+            return False
+        return self.guarantee == "at-least-once" or "hot_path" in self.model_fields_set
 
     @field_validator("start")
     @classmethod
@@ -365,9 +369,10 @@ class Config(_Model):
     def _exactly_once(self) -> Config:
         if self.guarantee != "exactly-once":
             return self
-        if self.hot_path == "batches" and "hot_path" in self.model_fields_set:
-            raise ValueError("hot_path batches needs guarantee: at-least-once: exactly-once lanes still consume and "
-                             "produce record by record (librdkafka's transactional producer)")
+        if self.hot_path == "batches" and "hot_path" in self.model_fields_set and self.migration is not None:
+            raise ValueError("guarantee exactly-once with a migration: section needs hot_path: records: the offset "
+                             "map is written in the lanes' transactions record by record, which transcoder's "
+                             "transactional batch producer does not take yet")
         if self.lanes != "isolated":
             raise ValueError("guarantee exactly-once needs lanes: isolated: a transaction belongs to one producer, "
                              "and each destination has a producer of its own (its codec)")
@@ -378,12 +383,12 @@ class Config(_Model):
         if self.errors.tolerance == "all":
             raise ValueError("guarantee exactly-once cannot dead-letter (errors.tolerance: all): the dead-letter "
                              "topic would be written outside the transaction; use errors.tolerance: none")
-        for route in self.routes:
+        for route in self.routes if not self.batched else ():
             for d in route.destinations:
                 if built_here(d.codec, d.level):
-                    raise ValueError(f"guarantee exactly-once: destination {d.label} cannot be transactional: "
-                                     "zstd levels 13-22 are batched by transcoder's own producer, which has no "
-                                     "transactions; use a zstd level up to 12, or guarantee: at-least-once")
+                    raise ValueError(f"guarantee exactly-once: destination {d.label} cannot be transactional "
+                                     "record by record: zstd levels 13-22 are batched by transcoder's own producer; "
+                                     "use hot_path: batches, a zstd level up to 12, or guarantee: at-least-once")
         return self
 
     @property

@@ -186,6 +186,10 @@ class BatchProducer:
         #: why the open transaction cannot commit (the caller must abort it), set by the sender
         self._abortable: KafkaError | None = None
         self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
+        #: the coordinators' connection, apart from the Produce requests': a broker throttling this client's
+        #: produce rate (a quota) mutes the connection that carried them, and the commit must still get through
+        self._coord = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000) \
+            if transactions is not None else self._info
         self._acc: Accumulator[_Record] = Accumulator(max_bytes=max_bytes, max_records=max_records,
                                                       linger_s=linger_ms / 1000)
         self._on_delivery = on_delivery
@@ -327,6 +331,7 @@ class BatchProducer:
         if self._thread is not None:
             self._thread.join(timeout=max(1.0, self._request_timeout_ms / 1000 + 5))
         self._info.close()
+        self._coord.close()
 
     # ------------------------------------------------------------------ transactions (the caller's side)
     def init_transactions(self, timeout: float) -> None:
@@ -354,11 +359,11 @@ class BatchProducer:
         self._raise_abortable()
         deadline = time.monotonic() + timeout
         t = self.transactions
-        self._txn_request("AddOffsetsToTxn", lambda node: self._info.add_offsets_to_txn(
+        self._txn_request("AddOffsetsToTxn", lambda node: self._coord.add_offsets_to_txn(
             t.transactional_id, self._producer_id, self._epoch, t.group_id, coordinator=node), deadline)
         self._txn_offsets = True
         commits = {(o.topic, o.partition): o.offset for o in offsets}
-        self._txn_request("TxnOffsetCommit", lambda node: _first_error(self._info.txn_offset_commit(
+        self._txn_request("TxnOffsetCommit", lambda node: _first_error(self._coord.txn_offset_commit(
             t.transactional_id, t.group_id, self._producer_id, self._epoch, commits, coordinator=node)),
             deadline, group=True)
 
@@ -401,9 +406,14 @@ class BatchProducer:
         assert self.transactions is not None
         t = self.transactions
         if self._txn_partitions or self._txn_offsets:
-            self._txn_request("EndTxn", lambda node: self._info.end_txn(
+            self._txn_request("EndTxn", lambda node: self._coord.end_txn(
                 t.transactional_id, self._producer_id, self._epoch, commit, coordinator=node), deadline)
         self.begin_transaction()
+
+    @property
+    def doomed(self) -> bool:
+        """Whether the open transaction cannot commit any more (the caller aborts it)."""
+        return self._abortable is not None
 
     def _raise_abortable(self) -> None:
         if self._abortable is not None:
@@ -418,7 +428,7 @@ class BatchProducer:
         got: list[tuple[int, int]] = []
 
         def ask(node: int) -> int:
-            code, new_pid, new_epoch = self._info.init_producer_id(
+            code, new_pid, new_epoch = self._coord.init_producer_id(
                 transactional_id=t.transactional_id, transaction_timeout_ms=t.timeout_ms, producer_id=pid,
                 producer_epoch=epoch, coordinator=node)
             got.append((new_pid, new_epoch))
@@ -447,7 +457,7 @@ class BatchProducer:
             try:
                 node = self._coordinators.get(key_type)
                 if node is None:
-                    node = self._coordinators[key_type] = self._info.find_coordinator(key, key_type)
+                    node = self._coordinators[key_type] = self._coord.find_coordinator(key, key_type)
                 code = ask(node)
                 retriable = kafka.errors.for_code(code).retriable if code else False
             except (KPError, KafkaUnavailableError) as exc:  # no answer: ask again (the coordinator may have moved)
@@ -481,8 +491,8 @@ class BatchProducer:
         try:
             node = self._coordinators.get(1)
             if node is None:
-                node = self._coordinators[1] = self._info.find_coordinator(t.transactional_id, 1)
-            answers = self._info.add_partitions_to_txn(t.transactional_id, self._producer_id, self._epoch, tps,
+                node = self._coordinators[1] = self._coord.find_coordinator(t.transactional_id, 1)
+            answers = self._coord.add_partitions_to_txn(t.transactional_id, self._producer_id, self._epoch, tps,
                                                        coordinator=node)
         except Exception as exc:  # noqa: BLE001 - no answer: the partitions are added next round
             self._coordinators.pop(1, None)

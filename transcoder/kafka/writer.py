@@ -20,7 +20,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException,
 from transcoder.codecs import Rebatcher, built_here
 from transcoder.config import Batch, Config
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer, Delivered
+from transcoder.kafka.batch_producer import BatchProducer, Delivered, Transactions
 from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka.offset_map import OffsetMapRecorder
 from transcoder.kafka.statistics import TopicProduce, Window, producer_topics
@@ -118,15 +118,17 @@ def producer_config(config: Config, client_id: str, target: Target,
 def batch_producer(config: Config, client_id: str, target: Target,
                    on_delivery: Callable[[KafkaError | None, Any], None],
                    on_stats: Callable[[dict[str, TopicProduce]], None],
-                   on_batch: Callable[[KafkaError | None, str, int, int, Any], None] | None = None) -> BatchProducer:
+                   on_batch: Callable[[KafkaError | None, str, int, int, Any], None] | None = None,
+                   transactions: Transactions | None = None) -> BatchProducer:
     """The producer of a destination whose batches transcoder builds itself: every destination of a lane that
-    fetches raw batches (`on_batch`: their reports), and zstd 13-22 (librdkafka refuses them) otherwise."""
+    fetches raw batches (`on_batch`: their reports; `transactions`: exactly-once), and zstd 13-22 (librdkafka
+    refuses them) otherwise."""
     d = target.destination
     return BatchProducer(
         config.target_cluster.librdkafka(), codec=d.codec, level=d.level, client_id=client_id,
         linger_ms=d.batch.linger_ms, max_bytes=d.batch.max_bytes, max_records=d.batch.max_records,
         on_delivery=on_delivery, on_stats=on_stats, stats_interval_ms=config.metrics.stats_interval_ms,
-        queue_max_bytes=2 * config.max_in_flight_bytes + (1 << 20), on_batch=on_batch,
+        queue_max_bytes=2 * config.max_in_flight_bytes + (1 << 20), on_batch=on_batch, transactions=transactions,
     )
 
 
@@ -166,8 +168,8 @@ class Writer:
         if self.transactional and len(targets) != 1:
             raise TranscoderError(f"lane {name}: exactly-once needs one destination per lane, not {len(targets)}")
         #: fed raw record sets (`write_stored`): every destination re-batches them (native Rebatcher) and sends
-        #: its batches through a BatchProducer, acknowledged batch by batch; exactly-once is not batched yet
-        self.batched = batched and not self.transactional
+        #: its batches through a BatchProducer, acknowledged batch by batch (exactly-once: a transactional one)
+        self.batched = batched
         #: source topic -> [(producer, destination topic, target)] of the batched path
         self.batch_routes: dict[str, list[tuple[BatchProducer, str, Target]]] = {}
         #: (destination topic, partition) -> its Rebatcher and producer, and when its open section got its first record
@@ -218,23 +220,38 @@ class Writer:
             }))
 
     # ------------------------------------------------------------------ exactly-once
-    def begin_transactions(self, transactional_id: str, timeout: float) -> None:
+    def begin_transactions(self, transactional_id: str, timeout: float, group_id: str) -> None:
         """Make the transactional producer of `transactional_id` (the lane's partitions), fence any earlier
-        holder of that id (init_transactions aborts what it left open) and begin a transaction.
+        holder of that id (init_transactions aborts what it left open) and begin a transaction whose offsets are
+        `group_id`'s.
 
         Called on every assignment; the previous producer has committed or aborted (no transaction is open)."""
         target, cb, client_id = self._txn_target
         for old in self.producers:
             old.flush(timeout)
+            if isinstance(old, BatchProducer):
+                old.close(0)
         self.producers = []
         for routes in self.routes.values():
             routes.clear()
-        conf = producer_config(self.config, client_id, target, cb, self._on_producer_stats)
-        conf.update({"transactional.id": transactional_id,
-                     "transaction.timeout.ms": self.config.transaction_timeout_ms})
-        self._txn_errors = conf["error_cb"]
-        self.error_trackers = [self._txn_errors]
-        p = self._create("produce", lambda: Producer(conf), None)
+        self.batch_routes.clear()
+        self._rebatchers.clear()
+        self._opened.clear()
+        p: Producer | BatchProducer
+        if self.batched:
+            txns = Transactions(transactional_id, group_id, self.config.transaction_timeout_ms)
+            p = self._create("produce", lambda: batch_producer(self.config, client_id, target, cb, self._produced,
+                                                               self._batch_delivered, txns), None)
+            self.error_trackers = []
+            for s in target.sources:
+                self.batch_routes.setdefault(s, []).append((p, target.topic_for(s), target))
+        else:
+            conf = producer_config(self.config, client_id, target, cb, self._on_producer_stats)
+            conf.update({"transactional.id": transactional_id,
+                         "transaction.timeout.ms": self.config.transaction_timeout_ms})
+            self._txn_errors = conf["error_cb"]
+            self.error_trackers = [self._txn_errors]
+            p = self._create("produce", lambda: Producer(conf), None)
         try:
             p.init_transactions(timeout)
             p.begin_transaction()
@@ -252,6 +269,7 @@ class Writer:
         begin the next transaction. KafkaException when the transaction must be aborted (`abort_transaction`);
         TranscoderError when this producer is fenced or a record failed."""
         p = self.producers[0]
+        self.tick(time.monotonic(), flush=True)  # the batched path's open batches belong to this transaction
         if self._txn_call(p.flush, timeout):
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"records not delivered within {timeout:.0f} s",
                                             txn_requires_abort=True))
@@ -277,13 +295,22 @@ class Writer:
                     log.warning("transaction_commit_retried", writer=self.name, error=err.str())
         p.begin_transaction()
 
+    def transaction_doomed(self) -> bool:
+        """Whether the open transaction can no longer commit (transcoder's batch producer knows it before the
+        commit: a batch it could not deliver within the transaction)."""
+        return any(isinstance(p, BatchProducer) and p.doomed for p in self.producers)
+
     def abort_transaction(self, timeout: float) -> None:
         """Abort the open transaction, forget what it held (its records' reports, failures and map entries:
         the caller reads them again from the last commit) and begin the next one."""
         p = self.producers[0]
-        # What can still be delivered is, first: an abort racing the partitions' AddPartitionsToTxn fails
-        # with INVALID_TXN_STATE (librdkafka issue 4849). The abort purges the rest.
-        self._txn_call(p.flush, min(timeout, 5.0))
+        if not self.batched:
+            # What can still be delivered is, first: an abort racing the partitions' AddPartitionsToTxn fails
+            # with INVALID_TXN_STATE (librdkafka issue 4849). The abort purges the rest.
+            self._txn_call(p.flush, min(timeout, 5.0))
+        # the batched path's open batches hold records of this transaction: they are read again
+        self._rebatchers.clear()
+        self._opened.clear()
         # Kafka unreachable: the abort times out with a retriable error, and the same call resumes it. It is
         # retried as long as the broker could still abort it for us (transaction_timeout_ms), then given up.
         deadline = time.monotonic() + max(timeout, self.config.transaction_timeout_ms / 1000 + 30)

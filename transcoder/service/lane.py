@@ -118,6 +118,9 @@ class Lane:
         #: exactly-once: per partition never committed, the first offset read (where an aborted transaction rewinds to)
         self._txn_first: dict[Partition, int] = {}
         self._txn_failed = False
+        #: exactly-once on record sets: since when the lane waits for its transaction's batches to be acknowledged
+        #: before committing it (it hands the writer nothing new meanwhile); None: not waiting
+        self._draining_since: float | None = None
         self._down_since = 0.0
         #: live scoring's capture (evaluate: in the config); None: off, and the loop does not look further
         self.sampler = scorer.sampler({d: (s, self.writer.target_of[d].destination)
@@ -128,12 +131,12 @@ class Lane:
     def _on_consumer_stats(self, raw: str) -> None:
         now_ms = time.time() * 1000
         stats = json.loads(raw)
-        if self._eos:  # the offsets are committed in transactions, which the consumer's own figure does not see
-            lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in stable_offsets(stats).items()
-                    if tp in self._last_committed}
-        elif self._batched:  # the consumer never fetches: the ends are the fetcher's and the broker's
+        if self._batched:  # the consumer never fetches: the ends are the fetcher's and the broker's
             lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in self._fetched_ends.items()
                     if tp in self._last_committed and tp in self._assigned}
+        elif self._eos:  # the offsets are committed in transactions, which the consumer's own figure does not see
+            lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in stable_offsets(stats).items()
+                    if tp in self._last_committed}
         else:
             lags = consumer_lag(stats)
         # librdkafka learns a partition's end from its fetches, which stop while the lane is paused or its prefetch
@@ -182,8 +185,9 @@ class Lane:
             if self._paused:
                 self.fetcher.paused.update(tps)
             # librdkafka never fetches them: the fetcher does. Assigned here (confluent-kafka then skips its own
-            # assignment) so that the pause lands on the assigned partitions.
-            consumer.incremental_assign(partitions)
+            # assignment) so that the pause lands on the assigned partitions; exactly-once rebalances eagerly, where
+            # each assignment is whole.
+            (consumer.assign if self._eos else consumer.incremental_assign)(partitions)
             consumer.pause(partitions)
         else:
             if isinstance(self.config.start, datetime):
@@ -201,7 +205,7 @@ class Lane:
         an instance restarted (or any other) with the same partitions fences this one's open transaction."""
         parts = ",".join(f"{t}:{p}" for t, p in sorted(self._assigned))
         tid = f"transcoder-{self.spec.group_id}-{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
-        self.writer.begin_transactions(tid, self.config.shutdown_timeout_s)
+        self.writer.begin_transactions(tid, self.config.shutdown_timeout_s, self.spec.group_id)
         self._txn_first.clear()
         log.info("transactions_begun", lane=self.spec.name, transactional_id=tid, partitions=show(sorted(self._assigned)))
 
@@ -259,6 +263,7 @@ class Lane:
             self._fetched_ends.pop(tp, None)
             self._pending.pop(tp, None)
         self.ledger.forget(tps)
+        self._draining_since = None  # a transaction waiting to commit went with them (committed or aborted)
         self._assigned.difference_update(tps)
         self._ends.forget(tps)
         for tp in tps:
@@ -303,6 +308,8 @@ class Lane:
                 self.status.last_loop = now
                 if self.sampler is not None and now >= self.sampler.due:
                     self.sampler.tick(now)
+                if self._draining_since is not None and now < next_commit:
+                    self._commit(self._assigned)  # the transaction's batches may all be acknowledged now
                 if now >= next_commit:
                     self.status.loop_cpu_seconds = time.thread_time() - cpu0
                     self._commit(self._assigned)
@@ -362,8 +369,9 @@ class Lane:
         """The batched path's step: the group's callbacks (the consumer fetches nothing), one round of raw
         Fetches, each partition's records handed to the writer, batches whose linger is over sent."""
         assert self.fetcher is not None
-        idle = not self._assigned or len(self.fetcher.paused) >= len(self._assigned)
-        m = self.consumer.poll(0.2 if not self._assigned else 0)
+        draining = self._draining_since is not None  # a transaction waits to commit: nothing new joins it
+        idle = not self._assigned or len(self.fetcher.paused) >= len(self._assigned) or draining
+        m = self.consumer.poll(0.2 if not self._assigned else 0.02 if draining else 0)
         if self._revoke_error is not None:
             raise self._revoke_error
         if m is not None:
@@ -385,9 +393,11 @@ class Lane:
             self._fetched_ends[tp] = f.end  # the broker's answers between Fetches (_ends) count too, at each emission
             if len(f.records):
                 self._pending[tp] = (f.records, 0)
+                if self._eos and tp not in self._last_committed and tp not in self._txn_first:
+                    self._txn_first[tp] = int(f.records.span(0, 1)[0])
         for tp, (records, start) in list(self._pending.items()):
             room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
-            if room <= 0:
+            if room <= 0 or draining:
                 break
             stop = records.fit(start, room)
             if stop < len(records):
@@ -451,9 +461,20 @@ class Lane:
         from the last commit (`rewind`), or leave that to the partitions' next owner."""
         if not self.writer.producers or self._txn_failed:
             return  # nothing assigned yet, or the lane failed: its open transaction is aborted
+        if self._batched and rewind:
+            drained = self._drain()
+            if drained is None:
+                return  # the loop goes on (polling, readiness) and commits once the batches are acknowledged
+            if not drained:
+                self._abort_transaction(list(tps), "its batches were not acknowledged within shutdown_timeout_s"
+                                        if not self.writer.transaction_doomed() else "a batch failed in it")
+                return
         tps = list(tps)
-        positions = {(p.topic, p.partition): p.offset
-                     for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
+        if self.fetcher is not None:
+            positions = {tp: self._read_position(tp) for tp in tps}
+        else:
+            positions = {(p.topic, p.partition): p.offset
+                         for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
         offsets = [TopicPartition(t, p, off) for (t, p), off in positions.items()
                    if off is not None and off >= 0 and off > self._last_committed.get((t, p), -1)]
         if not offsets:
@@ -462,13 +483,7 @@ class Lane:
         try:
             self.writer.commit_transaction(offsets, self.consumer.consumer_group_metadata(), timeout)
         except KafkaException as exc:
-            err = exc.args[0]
-            log.warning("transaction_aborted", lane=self.spec.name, error=err.str(),
-                        transactional_id=self.writer.transactional_id,
-                        note="its records are read and written again from the last commit")
-            self.writer.abort_transaction(timeout)
-            if rewind:
-                self._rewind(tps)
+            self._abort_transaction(tps if rewind else [], exc.args[0].str())
             return
         self.writer.flush_acked()
         for p in offsets:
@@ -480,10 +495,39 @@ class Lane:
                 self._committed_ts[tp] = min(acked)  # type: ignore[type-var]
         self.status.committed = dict(self._last_committed)
 
+    def _abort_transaction(self, rewind: list[Partition], why: str) -> None:
+        """Abort the open transaction (Kafka's reason, or the lane's) and read `rewind` again from the last commit."""
+        log.warning("transaction_aborted", lane=self.spec.name, error=why, transactional_id=self.writer.transactional_id,
+                    note="its records are read and written again from the last commit")
+        self.writer.abort_transaction(self.config.shutdown_timeout_s)
+        if rewind:
+            self._rewind(rewind)
+
+    def _drain(self) -> bool | None:
+        """exactly-once on record sets, from the loop: True once the open transaction's batches are all
+        acknowledged (the open ones sent first); False when it cannot commit (a batch failed in it, or they were
+        not acknowledged within shutdown_timeout_s); None meanwhile. Meanwhile the lane's loop keeps turning (the
+        group's callbacks, readiness) instead of blocking in a flush, and hands the writer nothing new."""
+        now = time.monotonic()
+        if self._draining_since is None:
+            self.writer.tick(now, flush=True)
+            self._draining_since = now
+        doomed = self.writer.transaction_doomed()
+        if self.ledger.in_flight_bytes > 0 and not doomed and now - self._draining_since < \
+                self.config.shutdown_timeout_s:
+            return None
+        self._draining_since = None
+        return self.ledger.in_flight_bytes == 0 and not doomed
+
     def _rewind(self, tps: list[Partition]) -> None:
         """Seek each partition back to its last commit (or where this assignment began reading)."""
         for t, p in tps:
             off = self._last_committed.get((t, p), self._txn_first.get((t, p)))
+            if self.fetcher is not None:
+                self._pending.pop((t, p), None)
+                if off is not None:
+                    self.fetcher.assign({(t, p): off})
+                continue
             if off is None and self.config.start == "earliest":
                 off = OFFSET_BEGINNING
             if off is not None:

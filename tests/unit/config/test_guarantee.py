@@ -20,16 +20,21 @@ def test_default_is_at_least_once_and_exactly_once_parses():
     assert conf.guarantee == "exactly-once" and conf.transaction_timeout_ms == 60_000
     assert not conf.batched  # record by record, through librdkafka's transactional producer
     assert not config.parse({**_raw(), "guarantee": "at-least-once", "hot_path": "records"}, environ={}).batched
+    assert not config.parse(_raw(migration={}), environ={}).batched
+    # record sets through transcoder's transactional batch producer, when asked for; zstd 13-22 too, then
+    assert config.parse(_raw(hot_path="batches", routes=[{"source": "a", "destinations": [{"codec": "zstd",
+                                                                                          "level": 19}]}]),
+                        environ={}).batched
 
 
 @pytest.mark.parametrize(("extra", "why"), [
     ({"routes": [{"source": "a", "destinations": [{"codec": "zstd", "level": 19}]}]},
-     "destination zstd-19 cannot be transactional"),
+     "destination zstd-19 cannot be transactional record by record"),
     ({"lanes": "shared"}, "needs lanes: isolated"),
     ({"errors": {"tolerance": "all", "dlq_topic": "dlq"}}, "cannot dead-letter"),
     ({"commit_interval_ms": 40_000}, "must be at most half of transaction_timeout_ms"),
     ({"guarantee": "exactly_once"}, "guarantee"),
-    ({"hot_path": "batches"}, "hot_path batches needs guarantee: at-least-once"),
+    ({"hot_path": "batches", "migration": {}}, "with a migration: section needs hot_path: records"),
 ])
 def test_what_cannot_be_exact_is_refused_in_one_line(extra, why):
     with pytest.raises(ConfigError) as info:
