@@ -186,5 +186,13 @@ class Fetcher:
         raise TranscoderError(f"fetching {tp[0]} [{tp[1]}] offset {offset}: {name}", topic=tp[0], partition=tp[1],
                               offset=offset, kafka_error=name)
 
+    def connect(self) -> None:
+        """Open the connection now, so that its I/O thread is started (and counted) as its owner's. Kafka
+        unreachable is not an error here: the first fetch tries again, and logs it."""
+        try:
+            self._info.connect()
+        except KafkaUnavailableError:
+            pass
+
     def close(self) -> None:
         self._info.close()

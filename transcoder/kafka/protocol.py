@@ -387,6 +387,10 @@ class BrokerInfo:
 
         return manager.run(send)
 
+    def connect(self) -> None:
+        """Open the connection now (kafka-python's I/O thread starts with it); KafkaUnavailableError if it cannot."""
+        self._client()
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()

@@ -104,9 +104,13 @@ class Lane:
         #: the partitions' ends, asked of the broker each statistics emission (librdkafka's learns them from fetches)
         self._ends = EndOffsets(config.cluster.librdkafka(), f"transcoder-{spec.name}-ends",
                                 lambda make: self.threads.create((spec.name, "consume"), make))
-        self.fetcher = Fetcher(config.cluster.librdkafka(), f"transcoder-{spec.name}-fetch",
-                               reset=config.start if isinstance(config.start, str) else "earliest",
-                               max_wait_ms=FETCH_WAIT_MS) if self._batched else None
+        #: batched: the raw Fetches; its I/O thread (socket reads) counts as the lane's consuming, as librdkafka's
+        #: consumer threads do on the records path
+        self.fetcher: Fetcher | None = self.threads.create(  # type: ignore[assignment]
+            (spec.name, "consume"), lambda: Fetcher(
+                config.cluster.librdkafka(), f"transcoder-{spec.name}-fetch",
+                reset=config.start if isinstance(config.start, str) else "earliest", max_wait_ms=FETCH_WAIT_MS),
+            lambda f: f.connect()) if self._batched else None  # type: ignore[attr-defined]
         #: batched: each partition's read_committed end as the last Fetch answered
         self._fetched_ends: dict[Partition, int] = {}
         #: batched: records fetched and not yet handed to the writer (no room under max_in_flight_bytes for them
