@@ -199,7 +199,7 @@ pub struct Producer {
 }
 
 /// The v2 batch attribute bit of a batch written in a transaction.
-const TRANSACTIONAL: i16 = 0x10;
+pub(crate) const TRANSACTIONAL: i16 = 0x10;
 
 /// The whole v2 batch: header, CRC-32C (Castagnoli) over attributes to the end, compressed records.
 pub fn seal(framed: &Framed, codec: Codec, level: i32, base_offset: i64, producer: Producer) -> std::io::Result<Vec<u8>> {
@@ -303,23 +303,27 @@ pub(crate) fn io_err(e: std::io::Error) -> PyErr {
 }
 
 // ------------------------------------------------------------------ the Python module
-/// One v2 record batch of `(key, value, headers, timestamp_ms)` records, CreateTime, not transactional.
+/// One v2 record batch of `(key, value, headers, timestamp_ms)` records, CreateTime; `transactional`: written in
+/// a transaction (the attribute bit set, the CRC after it).
 #[pyfunction]
-#[pyo3(signature = (records, *, codec="none", level=None, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1))]
+#[pyo3(signature = (records, *, codec="none", level=None, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                    transactional=false))]
 fn encode_batch<'py>(py: Python<'py>, records: &Bound<'py, PyList>, codec: &str, level: Option<i32>, base_offset: i64,
-                     producer_id: i64, producer_epoch: i16, base_sequence: i32) -> PyResult<Bound<'py, PyBytes>> {
+                     producer_id: i64, producer_epoch: i16, base_sequence: i32, transactional: bool)
+                     -> PyResult<Bound<'py, PyBytes>> {
     let (c, l) = codec_level(codec, level)?;
     let framed = frame_list(records)?;
-    let producer = Producer { id: producer_id, epoch: producer_epoch, base_sequence, transactional: false };
+    let producer = Producer { id: producer_id, epoch: producer_epoch, base_sequence, transactional };
     let out = py.detach(|| seal(&framed, c, l, base_offset, producer)).map_err(io_err)?;
     Ok(PyBytes::new(py, &out))
 }
 
 /// Many batches at once, compressed in parallel: `jobs` are `(records, producer_id, producer_epoch, base_sequence)`,
-/// all with one codec and level. Returns the batches in the order of `jobs`.
+/// all with one codec and level (and `transactional`, as `encode_batch`). Returns the batches in the order of `jobs`.
 #[pyfunction]
-#[pyo3(signature = (jobs, *, codec="none", level=None))]
-fn encode_batches<'py>(py: Python<'py>, jobs: &Bound<'py, PyList>, codec: &str, level: Option<i32>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+#[pyo3(signature = (jobs, *, codec="none", level=None, transactional=false))]
+fn encode_batches<'py>(py: Python<'py>, jobs: &Bound<'py, PyList>, codec: &str, level: Option<i32>, transactional: bool)
+                       -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let (c, l) = codec_level(codec, level)?;
     let mut framed = Vec::with_capacity(jobs.len());
     for job in jobs.iter() {
@@ -329,7 +333,7 @@ fn encode_batches<'py>(py: Python<'py>, jobs: &Bound<'py, PyList>, codec: &str, 
         }
         let records = t.get_item(0)?.cast_into::<PyList>().map_err(|_| PyTypeError::new_err("a job's records must be a list"))?;
         let producer = Producer { id: t.get_borrowed_item(1)?.extract()?, epoch: t.get_borrowed_item(2)?.extract()?,
-                                  base_sequence: t.get_borrowed_item(3)?.extract()?, transactional: false };
+                                  base_sequence: t.get_borrowed_item(3)?.extract()?, transactional };
         framed.push((frame_list(&records)?, producer));
     }
     let sealed: Vec<std::io::Result<Vec<u8>>> =

@@ -515,16 +515,22 @@ pub fn seal_section(s: &Section, codec: Codec, level: i32, producer: crate::Prod
 }
 
 /// The same batch under another producer id, epoch and base sequence: the header patched, the CRC again
-/// (it covers them); the compressed records are kept.
-pub fn restamp(batch: &[u8], producer: crate::Producer) -> Result<Vec<u8>, String> {
+/// (it covers them); the compressed records are kept. `transactional`: the attribute bit set (true) or cleared
+/// (false); None keeps it as it is.
+pub fn restamp(batch: &[u8], producer: crate::Producer, transactional: Option<bool>) -> Result<Vec<u8>, String> {
     if batch.len() < BATCH_OVERHEAD || batch[16] != 2 {
         return Err("not a v2 record batch".into());
     }
     let mut out = batch.to_vec();
+    if let Some(t) = transactional {
+        let attributes = i16::from_be_bytes([out[21], out[22]]);
+        let attributes = if t { attributes | crate::TRANSACTIONAL } else { attributes & !crate::TRANSACTIONAL };
+        out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    }
     out[43..51].copy_from_slice(&producer.id.to_be_bytes());
     out[51..53].copy_from_slice(&producer.epoch.to_be_bytes());
     out[53..57].copy_from_slice(&producer.base_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
+    let crc = crc32c::crc32c(&out[21..]); // over the attributes too: after the bit
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     Ok(out)
 }

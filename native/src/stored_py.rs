@@ -257,14 +257,15 @@ fn seal_sections<'py>(py: Python<'py>, sections: Vec<Bound<'py, Section>>, stamp
     sealed.into_iter().map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
 }
 
-/// The batch under another producer id, epoch and base sequence (header and CRC only; no recompression; its
-/// attributes, the transactional bit among them, kept).
+/// The batch under another producer id, epoch and base sequence (header and CRC only; no recompression).
+/// `transactional`: None keeps its attributes as they are (the transactional bit among them); True sets the bit,
+/// False clears it (the CRC computed after).
 #[pyfunction]
+#[pyo3(signature = (batch, producer_id, producer_epoch, base_sequence, *, transactional=None))]
 fn restamp<'py>(py: Python<'py>, batch: &Bound<'py, PyBytes>, producer_id: i64, producer_epoch: i16,
-                base_sequence: i32) -> PyResult<Bound<'py, PyBytes>> {
-    let out = stored::restamp(batch.as_bytes(),
-                              Producer { id: producer_id, epoch: producer_epoch, base_sequence, transactional: false })
-        .map_err(PyValueError::new_err)?;
+                base_sequence: i32, transactional: Option<bool>) -> PyResult<Bound<'py, PyBytes>> {
+    let producer = Producer { id: producer_id, epoch: producer_epoch, base_sequence, transactional: false };
+    let out = stored::restamp(batch.as_bytes(), producer, transactional).map_err(PyValueError::new_err)?;
     Ok(PyBytes::new(py, &out))
 }
 

@@ -72,19 +72,21 @@ def decompress(codec: Codec, data: bytes) -> bytes:
 
 def encode_batch(records: list[RecordTuple], *, codec: Codec = "none", level: int | None = None,
                  base_offset: int = 0, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1) -> bytes:
-    """One v2 record batch of (key, value, headers, timestamp ms) records, CreateTime, not transactional.
+                 base_sequence: int = -1, transactional: bool = False) -> bytes:
+    """One v2 record batch of (key, value, headers, timestamp ms) records, CreateTime; `transactional`: written in
+    a transaction (attribute bit 0x10, the CRC-32C computed after it).
 
     Zstd 1-22, gzip 0-9 (libdeflate) and lz4 0-12 are accepted; offsets are relative (the broker assigns the
     real ones). ValueError for an empty batch, an unknown codec or a level out of range.
     """
     return transcoder_native.encode_batch(records, codec=codec, level=level, base_offset=base_offset,
                                           producer_id=producer_id, producer_epoch=producer_epoch,
-                                          base_sequence=base_sequence)
+                                          base_sequence=base_sequence, transactional=transactional)
 
 
 def encode_batches(jobs: list[tuple[list[RecordTuple], int, int, int]], *, codec: Codec = "none",
-                   level: int | None = None) -> list[bytes]:
+                   level: int | None = None, transactional: bool = False) -> list[bytes]:
     """Many batches at once, compressed in parallel on all cores (the GIL released): each job is (records,
-    producer_id, producer_epoch, base_sequence). The batches come back in the order of `jobs`."""
-    return transcoder_native.encode_batches(jobs, codec=codec, level=level)
+    producer_id, producer_epoch, base_sequence); `transactional` as `encode_batch`, for all of them. The batches
+    come back in the order of `jobs`."""
+    return transcoder_native.encode_batches(jobs, codec=codec, level=level, transactional=transactional)

@@ -9,7 +9,8 @@ codec (seal_sections), without a record object per record; all compiled (native/
   (uncompressed, as librdkafka's batch.size) and count; `take(flush)` hands out the closed `Section`s.
 - `seal_sections(sections, stamps, codec=, level=, transactional=)`: the v2 batches, compressed in parallel with the
   GIL released (`transactional`: with the attribute bit of a batch written in a transaction);
-  `restamp(batch, producer_id, epoch, base_sequence)` gives one a new producer id without compressing again.
+  `restamp(batch, producer_id, epoch, base_sequence, transactional=None)` gives one a new producer id without
+  compressing again (`transactional`: None keeps its attribute bit, True sets it, False clears it; CRC after).
 """
 
 from __future__ import annotations
