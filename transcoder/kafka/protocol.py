@@ -7,7 +7,11 @@ Transactions are Kafka's protocol v1 (KIP-98): the producer adds each partition 
 transaction with EndTxn; the epoch changes only at InitProducerId. The requests are capped at the versions before
 KIP-890's transactions v2 (Produce 12, AddPartitionsToTxn 4, AddOffsetsToTxn 4, TxnOffsetCommit 5, EndTxn 5),
 with which a broker adds partitions implicitly and bumps the epoch at every EndTxn: a client of v2 must follow
-that, and transcoder's producer follows v1, which Kafka 4 keeps for such clients."""
+that, and transcoder's producer follows v1, which Kafka 4 keeps for such clients. So: Produce 7-11 in a
+transaction (12 lets the broker add the partition itself), AddPartitionsToTxn 0-3 (4+ is the brokers' batched
+verification form), AddOffsetsToTxn 0-3, TxnOffsetCommit 0-4 (5 adds the group itself), EndTxn 0-4 (5 makes the
+coordinator bump the epoch at every EndTxn and answer with the new one), InitProducerId 0-4 (5 and 6 add
+TRANSACTION_ABORTABLE and two-phase commit), FindCoordinator 1-3 (4+ batches keys, another shape)."""
 
 from __future__ import annotations
 
@@ -350,10 +354,12 @@ class BrokerInfo:
         return int(self._send(request, coordinator).error_code)
 
     def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          offsets: Mapping[tuple[str, int], int], *, coordinator: int) -> dict[tuple[str, int], int]:
+                          offsets: Mapping[tuple[str, int], int], *, coordinator: int, generation_id: int = -1,
+                          member_id: str = "", group_instance_id: str | None = None) -> dict[tuple[str, int], int]:
         """Commit the group's `offsets` in the open transaction, at the GROUP coordinator; error code per partition.
-        No generation or member id: transcoder's transactional id is per assignment, so an old member is fenced
-        by the id (as before KIP-447)."""
+        By default no generation or member id: transcoder's transactional id is per assignment, so an old member is
+        fenced by the id (as before KIP-447); with them (v3+, KIP-447) the group coordinator also fences a member
+        of an older generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
         from kafka.protocol.producer.transaction import TxnOffsetCommitRequest
 
         by_topic: dict[str, list[Any]] = {}
@@ -362,10 +368,13 @@ class BrokerInfo:
         for (t, p), offset in offsets.items():
             by_topic.setdefault(t, []).append(part(partition_index=p, committed_offset=offset,
                                                    committed_leader_epoch=-1, committed_metadata=""))
+        member = generation_id >= 0 or member_id or group_instance_id is not None
         request = TxnOffsetCommitRequest(transactional_id=transactional_id, group_id=group_id,
                                          producer_id=producer_id, producer_epoch=producer_epoch,
+                                         generation_id=generation_id, member_id=member_id,
+                                         group_instance_id=group_instance_id,
                                          topics=[topic(name=t, partitions=ps) for t, ps in by_topic.items()],
-                                         min_version=0, max_version=4)
+                                         min_version=3 if member else 0, max_version=4)
         r = self._send(request, coordinator)
         return {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
 
