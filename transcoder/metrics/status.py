@@ -113,6 +113,17 @@ def stuck_after(shutdown_timeout_s: float, commit_interval_ms: int) -> float:
     return max(60.0, 2 * shutdown_timeout_s, 10 * commit_interval_ms / 1000)
 
 
+#: A running lane whose loop has not turned for this long gets its thread's stack logged (once per stall): waits
+#: this long are legitimate only in a rebalance (committed offsets of a dead member's open transaction, a drain),
+#: and a loop blocked for good otherwise says nothing at all.
+LOOP_STALL_LOG_S = 30.0
+
+
+def stalled(lanes: Sequence[LaneStatus], now: float, after_s: float = LOOP_STALL_LOG_S) -> dict[str, float]:
+    """Running lanes whose loop has not turned for `after_s`: name -> seconds since it last turned."""
+    return {st.name: now - st.last_loop for st in lanes if st.state == "running" and now - st.last_loop >= after_s}
+
+
 def healthy(lanes: Sequence[LaneStatus], stuck_after_s: float) -> tuple[bool, str]:
     """Liveness: the process answers and no lane loop is stuck."""
     now = time.monotonic()

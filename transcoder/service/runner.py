@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +53,8 @@ class Service(Served):
         self.verification: ContinuousVerification | None = None
         #: set when stopping outlasted shutdown_timeout_s: lanes were left waiting on Kafka (the CLI exits at once)
         self.abandoned = False
+        #: lanes whose stalled loop was logged, until it turns again
+        self._stall_logged: set[str] = set()
         self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
 
     def cpu_by_lane(self) -> dict[tuple[str, str], float]:
@@ -107,6 +111,20 @@ class Service(Served):
                         records_not_committed=sum(uncommitted.values()), partitions=uncommitted,
                         note="not committed: they are copied again after restart (duplicates, never a loss)")
 
+    def _watch_loops(self, threads: dict[str, threading.Thread]) -> None:
+        """A lane loop that stopped turning (status.LOOP_STALL_LOG_S) is logged once, with where its thread waits
+        and every other thread's stack: liveness (/healthz) fails later, and a blocked loop logs nothing itself."""
+        stalled = status_doc.stalled([ln.status for ln in self.lanes], time.monotonic())
+        self._stall_logged &= set(stalled)
+        for name in sorted(set(stalled) - self._stall_logged):
+            self._stall_logged.add(name)
+            frames = sys._current_frames()
+            stacks = {t.name: "".join(traceback.format_stack(frames[t.ident])) for t in threading.enumerate()
+                      if t.ident in frames}
+            lane = threads[name].name
+            log.warning("lane_loop_stalled", lane=name, since_s=round(stalled[name], 1), stack=stacks.pop(lane, ""),
+                        other_threads=stacks, note="the lane's loop has not turned: where its thread waits")
+
     def stop(self) -> None:
         """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""
         self.stop_event.set()
@@ -142,9 +160,11 @@ class Service(Served):
             t.start()
         stopping_since: float | None = None
         limit = self.config.shutdown_timeout_s + SHUTDOWN_MARGIN_S
+        by_lane = {lane.spec.name: t for lane, t in zip(self.lanes, threads, strict=True)}
         for t in threads:
             while t.is_alive():
                 t.join(0.5)  # short joins, so the main thread keeps handling signals
+                self._watch_loops(by_lane)
                 if self.stop_event.is_set():
                     stopping_since = stopping_since or time.monotonic()
                     if time.monotonic() - stopping_since > limit:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from transcoder.metrics.registry import LATENCY_BUCKETS, Metrics
-from transcoder.metrics.status import LaneStatus, document, healthy, histogram_quantile, ready
+from transcoder.metrics.status import LaneStatus, document, healthy, histogram_quantile, ready, stalled
 
 
 def lane_status(name: str = "a", **kw) -> LaneStatus:
@@ -72,3 +72,12 @@ def test_status_document_from_snapshots():
     assert dest["latency_samples"] == 1 and dest["backlog_latency_samples"] == 1
     assert 0.1 < dest["latency_p99_seconds"] <= 0.25
     assert dest["disk_bytes"] is None and dest["wire_ratio"] is None
+
+
+def test_a_loop_is_stalled_after_30_s_without_turning_while_running():
+    now = time.monotonic()
+    lanes = [lane_status(state="running", last_loop=now - 31), lane_status(state="running", last_loop=now - 29),
+             lane_status(state="stopped", last_loop=now - 300)]
+    lanes[1].name, lanes[2].name = "b", "c"
+    assert stalled(lanes, now) == {"a": pytest.approx(31)}
+    assert stalled(lanes, now, after_s=10) == {"a": pytest.approx(31), "b": pytest.approx(29)}
