@@ -15,7 +15,8 @@ TRANSACTION_ABORTABLE and two-phase commit), FindCoordinator 1-3 (4+ batches key
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from transcoder.errors import KafkaUnavailableError
@@ -40,6 +41,10 @@ PRODUCE_API_KEY = 0
 #: an outage of a minute the batch producer stayed cut off for up to 30 s more. librdkafka's clients reconnect
 #: within reconnect.backoff.max.ms (10 s); this one within a second.
 RECONNECT_BACKOFF_MAX_MS = 1000
+
+#: A request gets this long beyond its own timeout for kafka-python to answer it (with the broker's response or
+#: its own timeout error) before the caller gives up waiting on it: see BrokerInfo._run.
+ANSWER_MARGIN_S = 5.0
 
 
 #: librdkafka properties that hold PEM text itself -> the kafka-python argument that takes a file of it.
@@ -174,8 +179,12 @@ class BrokerInfo:
                     answers.append(exc)
             return answers
 
+        try:
+            got = self._run(fetch, limit_s=timeout_ms / 1000 + ANSWER_MARGIN_S)
+        except kafka.errors.KafkaTimeoutError as exc:
+            raise KafkaUnavailableError(f"fetching from brokers {sorted(requests)}: {exc}", retriable=True) from exc
         out: dict[tuple[str, int], Any] = {}
-        for leader, answer in zip(requests, manager.run(fetch), strict=True):
+        for leader, answer in zip(requests, got, strict=True):
             if isinstance(answer, BaseException):
                 if not isinstance(answer, kafka.errors.KafkaError):
                     raise answer
@@ -216,7 +225,7 @@ class BrokerInfo:
                 return await manager.send(request, node_id=leader)
 
             try:
-                answer = manager.run(ask)
+                answer = self._run(ask)
             except kafka.errors.KafkaError as exc:
                 raise KafkaUnavailableError(f"listing offsets at broker {leader}: {type(exc).__name__}: {exc}",
                                             retriable=True) from exc
@@ -279,7 +288,7 @@ class BrokerInfo:
         async def produce() -> Any:
             return await manager.send(request, node_id=leader, request_timeout_ms=timeout_ms + 5_000)
 
-        response = manager.run(produce)
+        response = self._run(produce, limit_s=timeout_ms / 1000 + 5 + ANSWER_MARGIN_S)
         return {(t.name, p.index): (p.error_code, p.base_offset)
                 for t in response.responses for p in t.partition_responses}
 
@@ -288,8 +297,9 @@ class BrokerInfo:
 
         A topic the broker does not know is left out.
         """
+        admin = self._client()
         out = {}
-        for t in self._client().describe_topics(list(topics)):
+        for t in self._run(admin._get_cluster_metadata, list(topics))["topics"]:  # describe_topics, bounded
             if t["error_code"]:
                 continue
             for p in t["partitions"]:
@@ -394,7 +404,25 @@ class BrokerInfo:
         async def send() -> Any:
             return await manager.send(request, node_id=node_id)
 
-        return manager.run(send)
+        return self._run(send)
+
+    def _run(self, coro: Callable[..., Any], *args: Any, limit_s: float | None = None) -> Any:
+        """kafka-python's `coro(*args)` on its I/O thread, its result or its error; KafkaTimeoutError after
+        `limit_s` (default: the request timeout plus ANSWER_MARGIN_S). kafka-python's own run() waits for ever:
+        a request its I/O thread never completes (a connection stuck in set-up, the thread gone) would hold the
+        caller, a lane's loop, for good."""
+        from kafka.errors import KafkaTimeoutError
+
+        manager = self._client()._manager
+        limit = self._timeout_ms / 1000 + ANSWER_MARGIN_S if limit_s is None else limit_s
+        answered = threading.Event()
+        future = manager.call_soon(coro, *args)
+        future.add_both(lambda _: answered.set())
+        if not answered.wait(limit):
+            raise KafkaTimeoutError(f"no answer from Kafka within {limit:.0f} s")
+        if future.exception is not None:
+            raise future.exception
+        return future.value
 
     def connect(self) -> None:
         """Open the connection now (kafka-python's I/O thread starts with it); KafkaUnavailableError if it cannot."""
