@@ -40,10 +40,10 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[
     return {tp.partition: tp.offset for tp in got}
 
 
-#: exactly-once record by record (librdkafka's transactional producer, with the offset map in its transactions) and
-#: on record sets (transcoder's transactional BatchProducer, which takes no offset map yet), at zstd 6 and 19
+#: exactly-once record by record (librdkafka's transactional producer) and on record sets (transcoder's
+#: transactional BatchProducer), each with the offset map in its transactions, at zstd 6 and 19
 PATHS = [pytest.param({"hot_path": "records", "migration": {}}, 6, id="records"),
-         pytest.param({"hot_path": "batches"}, 6, id="batches"),
+         pytest.param({"hot_path": "batches", "migration": {}}, 6, id="batches"),
          pytest.param({"hot_path": "batches"}, 19, id="batches-zstd-19")]
 
 
@@ -79,6 +79,8 @@ def test_every_record_once_in_transactions_with_offsets_and_map(kafka, topic_fac
     if conf.migration is None:
         return
     # The offset map was written in the same transactions: every destination record maps to its source record.
+    map_batches = kafka.stored_batches(conf.offset_map_topic, 0)
+    assert map_batches and all(b["isTransactional"] == "true" for b in map_batches)
     maps, _ = offset_map.read(conf, dest)
     src = {(p, o): (k, v, h, ts) for p, o, k, v, h, ts in read_all(kafka.bootstrap, source)}
     for p, o, k, v, h, ts in read_all(kafka.bootstrap, dest):

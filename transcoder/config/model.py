@@ -329,8 +329,7 @@ class Config(_Model):
     #: in compiled code and sent by transcoder's batch producer (README, "The hot path"); or `records`, consumed and
     #: produced one by one through librdkafka. At-least-once lanes copy `batches` by default. Exactly-once lanes go
     #: record by record (librdkafka's transactional producer) unless `batches` is given: then transcoder's
-    #: transactional batch producer writes them (not with a `migration:` offset map, which the transactions carry
-    #: record by record).
+    #: transactional batch producer writes them, and the `migration:` offset map in the same transactions.
     hot_path: Literal["records", "batches"] = "batches"
     #: exactly-once: a transaction left open by a crashed instance is aborted by the broker after this long.
     transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
@@ -369,10 +368,6 @@ class Config(_Model):
     def _exactly_once(self) -> Config:
         if self.guarantee != "exactly-once":
             return self
-        if self.hot_path == "batches" and "hot_path" in self.model_fields_set and self.migration is not None:
-            raise ValueError("guarantee exactly-once with a migration: section needs hot_path: records: the offset "
-                             "map is written in the lanes' transactions record by record, which transcoder's "
-                             "transactional batch producer does not take yet")
         if self.lanes != "isolated":
             raise ValueError("guarantee exactly-once needs lanes: isolated: a transaction belongs to one producer, "
                              "and each destination has a producer of its own (its codec)")

@@ -42,6 +42,7 @@ from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.statistics import TopicProduce, Window
 from transcoder.pipeline import batching
 from transcoder.pipeline.batching import Accumulator, Outcome, TxnStep
+from transcoder.pipeline.partitions import partition_for_key
 
 log = structlog.get_logger("transcoder.batchproducer")
 
@@ -193,6 +194,9 @@ class BatchProducer:
         self._acc: Accumulator[_Record] = Accumulator(max_bytes=max_bytes, max_records=max_records,
                                                       linger_s=linger_ms / 1000)
         self._on_delivery = on_delivery
+        #: topic -> the callback its records' reports go to instead (produce's on_delivery)
+        self._topic_delivery: dict[str, Callable[[KafkaError | None, Delivered], None]] = {}
+        self._partition_counts: dict[str, int] = {}
         #: sections' reports: (error, topic, partition, base offset, section), once per batch
         self._on_batch = on_batch
         #: batches made elsewhere (transcoder_native Sections), per partition in order, and the records they hold
@@ -241,14 +245,20 @@ class BatchProducer:
         self._thread.start()
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1, *,
-                timestamp: int = 0, headers: Headers | None = None) -> None:
-        """Queue one record; BufferError when the queue is full (poll, then produce again)."""
-        if partition < 0:
-            raise ValueError("transcoder's batch producer needs an explicit partition")
-        if self.transactions is not None:
-            raise RuntimeError(f"producer {self.client_id}: a transactional batch producer takes sections only")
+                timestamp: int = 0, headers: Headers | None = None,
+                on_delivery: Callable[[KafkaError | None, Delivered], None] | None = None) -> None:
+        """Queue one record (in a transactional producer: in the open transaction); BufferError when the queue is
+        full (poll, then produce again). No `partition`: the key's, as librdkafka's default partitioner chooses.
+        `on_delivery`: the reports of `topic`'s records go to it rather than the producer's callback (the offset
+        map's records, written through the lane's producer)."""
         if self._thread is None:
             self.start()
+        if partition < 0:
+            if not key:
+                raise ValueError(f"producer {self.client_id}: a record for {topic} needs a partition or a key")
+            partition = partition_for_key(key, self._partition_count(topic))
+        if on_delivery is not None:
+            self._topic_delivery[topic] = on_delivery
         headers = headers or ()
         size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
         for h_key, h_value in headers:
@@ -261,6 +271,22 @@ class BatchProducer:
                 raise BufferError(f"producer {self.client_id}: queue full ({self._acc.bytes} bytes)")
             if self._acc.add((topic, partition), (key, value, headers, ts, size), size, time.monotonic()):
                 self._wake.notify()
+
+    def _partition_count(self, topic: str) -> int:
+        """`topic`'s partitions, asked of Kafka once; KafkaUnavailableError naming the topic when it has none."""
+        from kafka.errors import KafkaError as KPError
+
+        n = self._partition_counts.get(topic)
+        if n is None:
+            try:
+                n = len(self._coord.leaders([topic]))
+            except KPError as exc:
+                raise KafkaUnavailableError(f"producer {self.client_id}: the partitions of {topic}: {exc!r}",
+                                            topic=topic, retriable=True) from exc
+            if not n:
+                raise KafkaUnavailableError(f"producer {self.client_id}: topic {topic} does not exist", topic=topic)
+            self._partition_counts[topic] = n
+        return n
 
     def produce_sections(self, topic: str, partition: int, sections: Sequence[Any]) -> None:
         """Queue batches made elsewhere (transcoder_native Sections, in order); each is sealed with this
@@ -292,8 +318,9 @@ class BatchProducer:
                     self._section_records -= batch.count
             else:
                 assert batch.records is not None
+                report = self._topic_delivery.get(topic, self._on_delivery)
                 for i, rec in enumerate(batch.records):
-                    self._on_delivery(err, Delivered(topic, partition, base + i if base >= 0 else -1, rec))
+                    report(err, Delivered(topic, partition, base + i if base >= 0 else -1, rec))
                 with self._lock:
                     self._acc.taken(len(batch.records), batch.size)
             served += batch.count
@@ -598,7 +625,8 @@ class BatchProducer:
         tps = list(taken)
         bases = [self._sequence.get(tp, 0) for tp in tps]
         payloads = encode_batches([(taken[tp], self._producer_id, self._epoch, base) for tp, base in zip(tps, bases)],
-                                  codec=self.codec, level=self.level) if tps else []
+                                  codec=self.codec, level=self.level,
+                                  transactional=self.transactions is not None) if tps else []
         for tp, base, payload in zip(tps, bases, payloads, strict=True):
             records = taken[tp]
             self._sequence[tp] = batching.next_sequence(base, len(records))

@@ -259,7 +259,7 @@ class Writer:
             raise self._transaction_error("could not start transactions", exc.args[0], transactional_id) from None
         self.transactional_id = transactional_id
         self.producers.append(p)
-        for s in target.sources:
+        for s in target.sources if not self.batched else ():  # the batched path hands it sections (batch_routes)
             self.routes[s].append((p.produce, target.topic_for(s)))
         if self.offset_map is not None:
             self.offset_map.write_through(p)

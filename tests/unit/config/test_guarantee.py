@@ -34,7 +34,6 @@ def test_default_is_at_least_once_and_exactly_once_parses():
     ({"errors": {"tolerance": "all", "dlq_topic": "dlq"}}, "cannot dead-letter"),
     ({"commit_interval_ms": 40_000}, "must be at most half of transaction_timeout_ms"),
     ({"guarantee": "exactly_once"}, "guarantee"),
-    ({"hot_path": "batches", "migration": {}}, "with a migration: section needs hot_path: records"),
 ])
 def test_what_cannot_be_exact_is_refused_in_one_line(extra, why):
     with pytest.raises(ConfigError) as info:
