@@ -1,11 +1,14 @@
 """The executor side of the Spark engine: each task writes its records through the project's writer
 (kafka.writer.Writer, the service's own), and returns one row of tallies for the driver.
 
-Records reach the Python worker as Arrow batches (`mapInArrow`); the writer takes them as columns
-(`write_partition`), and where it needs one record (a failure, a re-send) as a `Delivered`, the batch
-producer's Message-like record, so the writer copies keys, values, headers (order,
-duplicates, nulls), partitions and timestamps exactly as the service does — the timestamps natively,
-which Spark's own Kafka sink cannot (it ignores the `timestamp` column).
+Records reach the Python worker as Arrow batches (`mapInArrow`), one source partition's run each. On the service's
+compiled path (`hot_path: batches`, the default) the run is framed natively into a StoredRecords
+(codecs.stored_from_columns) and handed to the writer as the lanes hand it fetched record sets (`write_stored`):
+re-batched, compressed and sent by transcoder's batch producer, acknowledged batch by batch. With `hot_path:
+records` the writer takes the columns (`write_partition`) and produces record by record through librdkafka, and
+where it needs one record (a failure, a re-send) it gets a `Delivered`. Either way keys, values, headers (order,
+duplicates, nulls), partitions and timestamps are copied exactly as the service copies them — the timestamps
+natively, which Spark's own Kafka sink cannot (it ignores the `timestamp` column).
 
 A Python worker runs one task at a time and is reused (spark.python.worker.reuse): its writers, and
 their producers' connections, live across tasks and micro-batches. Each task ends with every record
@@ -24,6 +27,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from transcoder.codecs import stored_from_columns
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import Delivered
@@ -185,7 +189,7 @@ def _writer(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -
             _WRITERS.pop(stale)[0].close(0)
         metrics = TallyMetrics()
         found = _WRITERS[key] = (Writer(executor_config(config), lane.name, lane.targets, metrics,
-                                        start_ms=start_ms), metrics)
+                                        start_ms=start_ms, batched=config.batched), metrics)
     return found
 
 
@@ -208,14 +212,22 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
             if batch.num_rows == 0:
                 continue
             cols = arrow_columns(batch)
-            if cols is not None:  # one partition's run of records: the writer's columnar path
-                writer.write_partition(cols.topic, cols.partition, cols.offsets, cols.keys, cols.values,
-                                       cols.headers, cols.stamps, cols.sizes, cols.record)
+            if cols is not None:  # one partition's run of records
+                if writer.batched:  # the service's compiled path: re-batched, no Python per record
+                    writer.write_stored((cols.topic, cols.partition), stored_from_columns(
+                        cols.offsets, cols.keys, cols.values, cols.headers, cols.stamps), time.monotonic())
+                else:  # hot_path: records: produced one by one, from the columns
+                    writer.write_partition(cols.topic, cols.partition, cols.offsets, cols.keys, cols.values,
+                                           cols.headers, cols.stamps, cols.sizes, cols.record)
                 records += len(cols.offsets)
                 source_bytes += sum(cols.sizes)
                 tp = (cols.topic, cols.partition)
                 ranges[tp] = (ranges[tp][0] if tp in ranges else cols.offsets[0], cols.offsets[-1], cols.stamps[-1])
             else:  # Spark's Kafka source never mixes partitions in a batch; if it did, record by record
+                if writer.batched:
+                    raise TranscoderError(f"lane {lane.name}: an Arrow batch of several source partitions; the "
+                                          "batched path takes one partition's records at a time (hot_path: records "
+                                          "takes any)")
                 recs = arrow_records(batch)
                 n, nbytes = writer.write(recs, _consumer_error)
                 records += n
@@ -223,6 +235,7 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                 for r in recs:
                     at = (r.topic(), r.partition())
                     ranges[at] = (ranges[at][0] if at in ranges else r.offset(), r.offset(), r.timestamp()[1])
+            writer.tick(time.monotonic())  # batches whose linger is over go
             writer.poll(0)
             writer.handle_failures()
             while writer.ledger.in_flight_bytes > limit:  # backpressure, as the service's lane
