@@ -17,7 +17,7 @@ from bench.spans import Span, WarmRule, min_copy_seconds
 
 #: Copier names, in the order of the results tables. mm2 uses transcoder's batching; mm2-default its own.
 COPIERS = ("transcoder", "transcoder-records", "mm2", "mm2-default", "kcat", "native-floor", "batch-floor",
-           "spark-local1", "spark-local2")
+           "spark-local1", "spark-local2", "spark-local1-records", "spark-local2-records")
 BASELINE = "mm2"  # every figure is also given as a ratio to MirrorMaker 2 at the same codec and batching
 
 

@@ -93,10 +93,10 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
             launched = time.monotonic()
             to_delete: list[str] = [live] if live else []
             if copier.startswith(("transcoder", "spark-local")):
-                master = f"local[{copier.removeprefix('spark-local')}]" if copier.startswith("spark") else None
+                master = f"local[{copier.split('-')[1].removeprefix('local')}]" if copier.startswith("spark") else None
                 running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag,
                                                    live=live, spark_master=master,
-                                                   hot_path="records" if copier == "transcoder-records" else None)
+                                                   hot_path="records" if copier.endswith("-records") else None)
             elif copier.startswith("mm2"):
                 assert libs is not None
                 alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"

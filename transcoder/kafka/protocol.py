@@ -214,18 +214,13 @@ class BrokerInfo:
                 raise KafkaUnavailableError(f"{t} [{p}] has no leader right now", topic=t, partition=p)
             by_leader.setdefault(leader, {}).setdefault(t, []).append(topic_cls.ListOffsetsPartition(
                 partition_index=p, current_leader_epoch=-1, timestamp=-1 if latest else -2))
-        manager = self._client()._manager
         out = {}
         for leader, topics in by_leader.items():
             request = ListOffsetsRequest(replica_id=-1, isolation_level=1, timeout_ms=self._timeout_ms,
                                          topics=[topic_cls(name=t, partitions=ps) for t, ps in topics.items()],
                                          min_version=2, max_version=9)
-
-            async def ask(request: Any = request, leader: int = leader) -> Any:
-                return await manager.send(request, node_id=leader)
-
             try:
-                answer = self._run(ask)
+                answer = self._send(request, leader)
             except kafka.errors.KafkaError as exc:
                 raise KafkaUnavailableError(f"listing offsets at broker {leader}: {type(exc).__name__}: {exc}",
                                             retriable=True) from exc
@@ -283,12 +278,8 @@ class BrokerInfo:
             topic_data=[data(name=t, partition_data=parts) for t, parts in by_topic.items()],
             min_version=7, max_version=12 if transactional_id is None else 11,
         )
-        manager = self._client()._manager  # kafka-python has no public raw Produce
-
-        async def produce() -> Any:
-            return await manager.send(request, node_id=leader, request_timeout_ms=timeout_ms + 5_000)
-
-        response = self._run(produce, limit_s=timeout_ms / 1000 + 5 + ANSWER_MARGIN_S)
+        # kafka-python has no public raw Produce; the broker holds it up to timeout_ms (acks=all) by design
+        response = self._send(request, leader, request_timeout_ms=timeout_ms + 5_000)
         return {(t.name, p.index): (p.error_code, p.base_offset)
                 for t in response.responses for p in t.partition_responses}
 
@@ -397,14 +388,16 @@ class BrokerInfo:
                                 producer_epoch=producer_epoch, committed=commit, min_version=0, max_version=4)
         return int(self._send(request, coordinator).error_code)
 
-    def _send(self, request: Any, node_id: int | None) -> Any:
-        """One request to `node_id` (any broker: None) and its response; kafka-python's errors when unanswered."""
+    def _send(self, request: Any, node_id: int | None, *, request_timeout_ms: int | None = None) -> Any:
+        """One request to `node_id` (any broker: None) and its response; kafka-python's errors when unanswered
+        (`request_timeout_ms`: this request's, if not the connection's)."""
         manager = self._client()._manager
 
         async def send() -> Any:
-            return await manager.send(request, node_id=node_id)
+            return await manager.send(request, node_id=node_id, request_timeout_ms=request_timeout_ms)
 
-        return self._run(send)
+        return self._run(send, limit_s=None if request_timeout_ms is None else
+                         request_timeout_ms / 1000 + ANSWER_MARGIN_S)
 
     def _run(self, coro: Callable[..., Any], *args: Any, limit_s: float | None = None) -> Any:
         """kafka-python's `coro(*args)` on its I/O thread, its result or its error; KafkaTimeoutError after
