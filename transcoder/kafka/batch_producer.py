@@ -690,8 +690,12 @@ class BatchProducer:
                                              timeout_ms=self._request_timeout_ms, **txn)
             except KPError as exc:  # no answer: the outcome is unknown, the same bytes go again
                 self._failures.failed("produce_request_failed", time.monotonic(), leader=leader, error=repr(exc))
-                for tp in group:
-                    self._leaders.pop(tp, None)
+                if not isinstance(exc, kafka.errors.NodeNotReadyError):
+                    # NodeNotReady: not sent, the connection is paused (the broker throttles this client: a quota)
+                    # or backing off. The leader stands; asking the metadata again would fail alike (the only
+                    # broker's connection is the paused one) and hold the batches longer.
+                    for tp in group:
+                        self._leaders.pop(tp, None)
                 retry.update(group)
                 continue
             self._failures.succeeded("produce_request_failed", time.monotonic())

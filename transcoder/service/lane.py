@@ -122,9 +122,18 @@ class Lane:
         #: exactly-once: per partition never committed, the first offset read (where an aborted transaction rewinds to)
         self._txn_first: dict[Partition, int] = {}
         self._txn_failed = False
+        #: exactly-once: partitions whose read positions are past records of an aborted transaction that were not
+        #: rewound (their partitions were leaving: a revoke, the shutdown). Never committed: the next owner, or the
+        #: next run, reads them again from the last commit. A commit after the abort (the revoke of close(), after
+        #: the shutdown's abort) would otherwise commit those positions, and the aborted records were lost.
+        self._abandoned: set[Partition] = set()
         #: exactly-once on record sets: since when the lane waits for its transaction's batches to be acknowledged
         #: before committing it (it hands the writer nothing new meanwhile); None: not waiting
         self._draining_since: float | None = None
+        #: ... and for how long at most before it aborts the transaction: half the transaction's life
+        #: (transaction_timeout_ms), the rest left for the commit. A slow destination (a quota) takes its time;
+        #: aborting sooner would throw the transaction's work away and start the same one again.
+        self._drain_limit_s = config.transaction_timeout_ms / 2000
         self._down_since = 0.0
         #: live scoring's capture (evaluate: in the config); None: off, and the loop does not look further
         self.sampler = scorer.sampler({d: (s, self.writer.target_of[d].destination)
@@ -272,6 +281,7 @@ class Lane:
         self._ends.forget(tps)
         for tp in tps:
             self._last_committed.pop(tp, None)
+            self._abandoned.discard(tp)
         self.status.assigned = sorted(self._assigned)
 
     # ------------------------------------------------------------------ the loop
@@ -470,8 +480,9 @@ class Lane:
             if drained is None:
                 return  # the loop goes on (polling, readiness) and commits once the batches are acknowledged
             if not drained:
-                self._abort_transaction(list(tps), "its batches were not acknowledged within shutdown_timeout_s"
-                                        if not self.writer.transaction_doomed() else "a batch failed in it")
+                self._abort_transaction(list(tps), f"its batches were not acknowledged within {self._drain_limit_s:g} s"
+                                        " (half of transaction_timeout_ms)" if not self.writer.transaction_doomed()
+                                        else "a batch failed in it")
                 return
         tps = list(tps)
         if self.fetcher is not None:
@@ -480,14 +491,15 @@ class Lane:
             positions = {(p.topic, p.partition): p.offset
                          for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
         offsets = [TopicPartition(t, p, off) for (t, p), off in positions.items()
-                   if off is not None and off >= 0 and off > self._last_committed.get((t, p), -1)]
+                   if off is not None and off >= 0 and off > self._last_committed.get((t, p), -1)
+                   and (t, p) not in self._abandoned]
         if not offsets:
             return
         timeout = self.config.shutdown_timeout_s
         try:
             self.writer.commit_transaction(offsets, self.consumer.consumer_group_metadata(), timeout)
         except KafkaException as exc:
-            self._abort_transaction(tps if rewind else [], exc.args[0].str())
+            self._abort_transaction(tps, exc.args[0].str(), rewind=rewind)
             return
         self.writer.flush_acked()
         for p in offsets:
@@ -499,26 +511,28 @@ class Lane:
                 self._committed_ts[tp] = min(acked)  # type: ignore[type-var]
         self.status.committed = dict(self._last_committed)
 
-    def _abort_transaction(self, rewind: list[Partition], why: str) -> None:
-        """Abort the open transaction (Kafka's reason, or the lane's) and read `rewind` again from the last commit."""
+    def _abort_transaction(self, tps: list[Partition], why: str, *, rewind: bool = True) -> None:
+        """Abort the open transaction (Kafka's reason, or the lane's) and read `tps` again from the last commit;
+        without `rewind` (they are leaving) nothing read of them since the last commit is ever committed."""
         log.warning("transaction_aborted", lane=self.spec.name, error=why, transactional_id=self.writer.transactional_id,
                     note="its records are read and written again from the last commit")
+        if not rewind:
+            self._abandoned.update(tps)
         self.writer.abort_transaction(self.config.shutdown_timeout_s)
         if rewind:
-            self._rewind(rewind)
+            self._rewind(tps)
 
     def _drain(self) -> bool | None:
         """exactly-once on record sets, from the loop: True once the open transaction's batches are all
         acknowledged (the open ones sent first); False when it cannot commit (a batch failed in it, or they were
-        not acknowledged within shutdown_timeout_s); None meanwhile. Meanwhile the lane's loop keeps turning (the
+        not acknowledged within half of transaction_timeout_ms); None meanwhile. Meanwhile the lane's loop keeps turning (the
         group's callbacks, readiness) instead of blocking in a flush, and hands the writer nothing new."""
         now = time.monotonic()
         if self._draining_since is None:
             self.writer.tick(now, flush=True)
             self._draining_since = now
         doomed = self.writer.transaction_doomed()
-        if self.ledger.in_flight_bytes > 0 and not doomed and now - self._draining_since < \
-                self.config.shutdown_timeout_s:
+        if self.ledger.in_flight_bytes > 0 and not doomed and now - self._draining_since < self._drain_limit_s:
             return None
         self._draining_since = None
         return self.ledger.in_flight_bytes == 0 and not doomed
