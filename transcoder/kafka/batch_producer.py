@@ -1,5 +1,6 @@
-"""A producer for codec levels librdkafka refuses (zstd 13-22): transcoder builds the v2 record
-batches itself and sends them with raw Produce requests, idempotently.
+"""transcoder's own producer: every destination of a lane on record sets (`hot_path: batches`, the default; their
+batches re-batched natively and handed in as sections), and codec levels librdkafka refuses (zstd 13-22). It
+builds or seals the v2 record batches itself and sends them with raw Produce requests, idempotently.
 
 It offers the part of confluent_kafka.Producer a lane uses (produce, poll, flush, len, delivery
 callbacks, per-topic batch statistics), so a lane treats both alike. Batches are closed by size,

@@ -83,7 +83,7 @@ class Lane:
         self._revoke_error: BaseException | None = None
         self._committed_ts: dict[Partition, int] = {}
         self.threads = threads or ThreadLedger()
-        #: hot_path batches (at-least-once): the lane reads raw record sets (Fetcher) and writes batches built from
+        #: hot_path batches (the default): the lane reads raw record sets (Fetcher) and writes batches built from
         #: them, with no Python per record; the consumer only keeps the group (its partitions stay paused) and
         #: commits. Otherwise records are consumed and produced one by one through librdkafka.
         self._batched = config.batched
