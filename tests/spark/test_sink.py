@@ -47,6 +47,9 @@ def test_a_tasks_batches_take_the_compiled_path_record_by_record_with_source_off
         tally = sink.write_task(conf, "fingerprint", lane, 0.0, iter(batches))
         assert tally.fatal is None, tally.fatal
         assert tally.records == 3006
+        assert tally.source_bytes == sum(len(r[1] or b"") + len(r[2] or b"") + sum(len(k) + len(v or b"")
+                                                                                  for k, v in r[3] or [])
+                                         for r in p0 + p1)  # key + value + header names and values
         assert tally.ranges == {(source, 0): (0, 9, 1_600_000_000_009), (source, 1): (100, 3099, 1_700_000_002_999)}
         writer = sink._WRITERS[("fingerprint", lane.name)][0]
         assert writer.batched and writer.batch_routes  # transcoder's batch producers, not librdkafka's record path

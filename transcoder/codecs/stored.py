@@ -38,5 +38,7 @@ def stored_from_columns(offsets: Sequence[int], keys: Sequence[bytes | None], va
     cuts = [0, *(i for i in range(1, n) if offsets[i] != offsets[i - 1] + 1), n]  # where a gap is: a new batch
     if any(offsets[i] <= offsets[i - 1] for i in cuts[1:-1]):
         raise ValueError(f"offsets must increase: {offsets[0]}..{offsets[-1]}")
+    if len(cuts) == 2:  # no gap (the usual case): one batch, the rows as they are
+        return decode_stored(encode_batch(rows, base_offset=offsets[0]), offsets[0])
     data = b"".join(encode_batch(rows[a:b], base_offset=offsets[a]) for a, b in zip(cuts, cuts[1:]))
     return decode_stored(data, offsets[0])

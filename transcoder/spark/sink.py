@@ -214,13 +214,13 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
             cols = arrow_columns(batch)
             if cols is not None:  # one partition's run of records
                 if writer.batched:  # the service's compiled path: re-batched, no Python per record
-                    writer.write_stored((cols.topic, cols.partition), stored_from_columns(
-                        cols.offsets, cols.keys, cols.values, cols.headers, cols.stamps), time.monotonic())
+                    source_bytes += writer.write_stored((cols.topic, cols.partition), stored_from_columns(
+                        cols.offsets, cols.keys, cols.values, cols.headers, cols.stamps), time.monotonic())[1]
                 else:  # hot_path: records: produced one by one, from the columns
                     writer.write_partition(cols.topic, cols.partition, cols.offsets, cols.keys, cols.values,
                                            cols.headers, cols.stamps, cols.sizes, cols.record)
+                    source_bytes += sum(cols.sizes)
                 records += len(cols.offsets)
-                source_bytes += sum(cols.sizes)
                 tp = (cols.topic, cols.partition)
                 ranges[tp] = (ranges[tp][0] if tp in ranges else cols.offsets[0], cols.offsets[-1], cols.stamps[-1])
             else:  # Spark's Kafka source never mixes partitions in a batch; if it did, record by record
