@@ -100,3 +100,26 @@ def test_latest_starts_at_the_end_and_paused_partitions_wait(kafka, topic_factor
         assert f.positions == {(topic, 0): 10, (topic, 1): 0}
     finally:
         f.close()
+
+
+def test_a_small_budget_is_shared_by_every_partition_in_turn(kafka, topic_factory, producer_factory):
+    """The broker fills a Fetch's max_bytes in the request's partition order (KIP-74): a budget smaller than one
+    partition's backlog went to partition 0 every round, and partitions 1 and 2 waited until it was copied whole
+    (a throttled exactly-once lane, whose room is free again only after each commit). Partitions that brought
+    records go to the end of the next request's order, as the Java consumer moves them."""
+    topic = topic_factory(partitions=3)
+    p = producer_factory(**{"linger.ms": 0, "batch.num.messages": 1})
+    for i in range(300):
+        p.produce(topic, value=b"%04d" % i + b"x" * 1000, partition=i % 3)
+    p.flush(30)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", max_wait_ms=100)
+    try:
+        f.assign({(topic, q): 0 for q in range(3)})
+        rounds = []
+        for _ in range(6):
+            got = f.fetch(budget=1500)  # about one stored batch: the first partition's alone fits
+            rounds.append(sorted(tp[1] for tp, x in got.items() if len(x.records)))
+    finally:
+        f.close()
+    assert rounds == [[0], [1], [2], [0], [1], [2]], rounds
+    assert f.positions == {(topic, q): 2 for q in range(3)}, f.positions

@@ -57,7 +57,10 @@ class Fetcher:
         if reset not in ("earliest", "latest"):
             raise TranscoderError(f"auto.offset.reset must be earliest or latest, not {reset!r}")
         self.reset = reset
-        #: source partition -> the next offset to fetch
+        #: source partition -> the next offset to fetch, in the order the next Fetch asks for them: the broker fills a
+        #: Fetch's max_bytes in that order (KIP-74), so a partition that brought records goes to the end, as the
+        #: Java consumer moves it; else a budget smaller than the first partition's backlog would all go to it, round
+        #: after round, while the others wait
         self.positions: dict[Partition, int] = {}
         self.paused: set[Partition] = set()
         #: partitions to start at their "earliest" or "latest" offset, not asked of the broker yet
@@ -156,6 +159,8 @@ class Fetcher:
                                       topic=tp[0], partition=tp[1], offset=offset) from None
             end = part.last_stable_offset if part.last_stable_offset >= 0 else part.high_watermark
             if tp in self.positions:  # not revoked meanwhile
+                if len(records):  # to the end of the next request's order (below)
+                    del self.positions[tp]
                 self.positions[tp] = records.next_offset
             out[tp] = Fetched(records, end)
         return out
