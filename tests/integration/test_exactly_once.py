@@ -95,10 +95,7 @@ def _dest_end(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
-@pytest.mark.parametrize("hot_path", ["records", pytest.param("batches", marks=pytest.mark.xfail(
-    reason="exactly-once on record sets: in a full CI run (a93dd96) the woken instance neither stopped nor joined "
-           "again within 120 s (its fetcher logged a request time-out); likely the same stall as the fault suite's",
-    strict=False))])
+@pytest.mark.parametrize("hot_path", ["records", "batches"])
 def test_an_instance_with_the_same_partitions_fences_a_paused_one(kafka, topic_factory, admin, tmp_path, hot_path):
     source = topic_factory(partitions=2)
     assert run_cli("seed", "--kind", "nginx", "--count", "40000", "--topic", source, "-b", kafka.bootstrap

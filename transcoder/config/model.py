@@ -325,11 +325,11 @@ class Config(_Model):
     #: exactly-once: one transactional producer per lane, source offsets committed in its transactions,
     #: so a destination read with isolation.level=read_committed holds every source record once.
     guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
-    #: How a lane copies: `batches`, the record sets as the broker stores them, fetched raw, re-batched and compressed
-    #: in compiled code and sent by transcoder's batch producer (README, "The hot path"); or `records`, consumed and
-    #: produced one by one through librdkafka. At-least-once lanes copy `batches` by default. Exactly-once lanes go
-    #: record by record (librdkafka's transactional producer) unless `batches` is given: then transcoder's
-    #: transactional batch producer writes them, and the `migration:` offset map in the same transactions.
+    #: How a lane copies: `batches` (the default, for both guarantees), the record sets as the broker stores them,
+    #: fetched raw, re-batched and compressed in compiled code and sent by transcoder's batch producer (README, "The
+    #: hot path"), transactional under exactly-once (the `migration:` offset map in the same transactions); or
+    #: `records`, consumed and produced one by one through librdkafka (its transactional producer under
+    #: exactly-once).
     hot_path: Literal["records", "batches"] = "batches"
     #: exactly-once: a transaction left open by a crashed instance is aborted by the broker after this long.
     transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
@@ -352,10 +352,8 @@ class Config(_Model):
 
     @property
     def batched(self) -> bool:
-        """Whether lanes copy record sets rather than records: `hot_path` batches (exactly-once: when given)."""
-        if self.hot_path != "batches":
-            return False
-        return self.guarantee == "at-least-once" or "hot_path" in self.model_fields_set
+        """Whether lanes copy record sets rather than records (`hot_path: batches`)."""
+        return self.hot_path == "batches"
 
     @field_validator("start")
     @classmethod

@@ -18,17 +18,17 @@ def test_default_is_at_least_once_and_exactly_once_parses():
     assert alo.guarantee == "at-least-once" and alo.batched  # record sets, in compiled code
     conf = config.parse(_raw(), environ={})
     assert conf.guarantee == "exactly-once" and conf.transaction_timeout_ms == 60_000
-    assert not conf.batched  # record by record, through librdkafka's transactional producer
+    assert conf.batched  # record sets, through transcoder's transactional batch producer
+    assert config.parse(_raw(migration={}), environ={}).batched  # the offset map in the same transactions
+    assert config.parse(_raw(routes=[{"source": "a", "destinations": [{"codec": "zstd", "level": 19}]}]),
+                        environ={}).batched  # zstd 13-22 too
+    # record by record through librdkafka, when asked for
     assert not config.parse({**_raw(), "guarantee": "at-least-once", "hot_path": "records"}, environ={}).batched
-    assert not config.parse(_raw(migration={}), environ={}).batched
-    # record sets through transcoder's transactional batch producer, when asked for; zstd 13-22 too, then
-    assert config.parse(_raw(hot_path="batches", routes=[{"source": "a", "destinations": [{"codec": "zstd",
-                                                                                          "level": 19}]}]),
-                        environ={}).batched
+    assert not config.parse(_raw(hot_path="records"), environ={}).batched
 
 
 @pytest.mark.parametrize(("extra", "why"), [
-    ({"routes": [{"source": "a", "destinations": [{"codec": "zstd", "level": 19}]}]},
+    ({"hot_path": "records", "routes": [{"source": "a", "destinations": [{"codec": "zstd", "level": 19}]}]},
      "destination zstd-19 cannot be transactional record by record"),
     ({"lanes": "shared"}, "needs lanes: isolated"),
     ({"errors": {"tolerance": "all", "dlq_topic": "dlq"}}, "cannot dead-letter"),
