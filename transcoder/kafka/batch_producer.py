@@ -225,6 +225,10 @@ class BatchProducer:
         self._leaders: dict[tuple[str, int], int] = {}
         self._failures = FailureLog(client_id)
         self._failing_rounds = 0  # consecutive sender rounds that delivered nothing and must retry
+        #: this round's AddPartitionsToTxn was answered "busy" (the last transaction's markers being written): the
+        #: round is retried after TXN_RETRY_BACKOFF_S, as the Java producer retries it after 20 ms, not after the
+        #: back-off for failures (which doubles while rounds fail: 100 ms, 200 ms ... of every transaction's start)
+        self._coordinator_busy = False
         # statistics, in librdkafka's terms: batch sizes and record counts since the last emission,
         # and cumulative record bytes and records per topic
         self._batch_bytes: dict[str, list[int]] = {}
@@ -534,7 +538,9 @@ class BatchProducer:
             if step is TxnStep.REFIND:
                 self._coordinators.pop(1, None)
             if step in (TxnStep.RETRY, TxnStep.REFIND):
-                if code not in (batching.CONCURRENT_TRANSACTIONS, batching.COORDINATOR_LOAD_IN_PROGRESS):
+                if code in (batching.CONCURRENT_TRANSACTIONS, batching.COORDINATOR_LOAD_IN_PROGRESS):
+                    self._coordinator_busy = True
+                else:
                     self._failures.failed("AddPartitionsToTxn_failed", time.monotonic(), error=KafkaError(code).str())
                 continue
             self._doom(KafkaError(code, f"{tp[0]} [{tp[1]}]: AddPartitionsToTxn: {KafkaError(code).str()}",
@@ -615,7 +621,9 @@ class BatchProducer:
                     self._renew_producer_id(self._request_timeout_ms / 1000)
                 except Exception as renew_exc:  # noqa: BLE001 - the next batches fail and say why
                     log.error("producer_id_renewal_failed", client_id=self.client_id, error=repr(renew_exc))
-            if retry:  # doubling while every round fails (Kafka unreachable), from retry_backoff_ms
+            if retry and self._coordinator_busy:
+                time.sleep(TXN_RETRY_BACKOFF_S)
+            elif retry:  # doubling while every round fails (Kafka unreachable), from retry_backoff_ms
                 time.sleep(min(MAX_RETRY_BACKOFF_S, self._backoff * 2 ** min(self._failing_rounds, 16)))
 
     def _encode(self, taken: Mapping[tuple[str, int], list[_Record]],
@@ -659,6 +667,8 @@ class BatchProducer:
     def _send(self, batches: dict[tuple[str, int], _Batch]) -> dict[tuple[str, int], _Batch]:
         """Send each batch once; return those to send again."""
         from kafka.errors import KafkaError as KPError
+
+        self._coordinator_busy = False
 
         missing = {tp[0] for tp in batches if self._leaders.get(tp, -1) < 0}
         if missing:
