@@ -11,43 +11,32 @@ from typing import Any
 
 import pytest
 
+from tests.unit.kafka.test_batch_producer_outage import _Unreachable
 from transcoder.kafka import batch_producer
 from transcoder.kafka.batch_producer import TXN_RETRY_BACKOFF_S, BatchProducer, Transactions
 from transcoder.pipeline.batching import CONCURRENT_TRANSACTIONS
 
 
-class _BusyCoordinator:
+class _BusyCoordinator(_Unreachable):
     """A broker whose transaction coordinator answers AddPartitionsToTxn `busy` times with CONCURRENT_TRANSACTIONS,
     then adds; Produce takes everything."""
 
     def __init__(self, busy: int) -> None:
+        super().__init__()
+        self.reachable.set()
         self.busy = busy
         self.asked: list[set[tuple[str, int]]] = []
-        self.offsets: dict[tuple[str, int], int] = {}
 
     def find_coordinator(self, key: str, key_type: int) -> int:
         return 1
 
-    def init_producer_id(self, **kwargs: Any) -> tuple[int, int, int]:
+    def init_producer_id(self, **kwargs: Any) -> tuple[int, int, int]:  # type: ignore[override]
         return 0, 7, 0
 
     def add_partitions_to_txn(self, tid: str, pid: int, epoch: int, tps: Any, *, coordinator: int) -> dict:
         self.asked.append(set(tps))
         code = CONCURRENT_TRANSACTIONS if len(self.asked) <= self.busy else 0
         return {tp: code for tp in tps}
-
-    def leaders(self, topics: Any) -> dict[tuple[str, int], int]:
-        return {(t, p): 1 for t in topics for p in range(2)}
-
-    def produce(self, batches: Any, *, leader: int, timeout_ms: int, transactional_id: str = "") -> dict:
-        out = {}
-        for tp in batches:
-            out[tp] = (0, self.offsets.get(tp, 0))
-            self.offsets[tp] = self.offsets.get(tp, 0) + 1000
-        return out
-
-    def close(self) -> None:
-        pass
 
 
 def test_a_busy_coordinator_is_asked_again_after_20_ms(monkeypatch: pytest.MonkeyPatch):

@@ -59,7 +59,8 @@ class _Unreachable:
             raise KafkaConnectionError("111 ECONNREFUSED")
         return {(t, p): 1 for t in topics for p in range(2)}
 
-    def produce(self, batches: Any, *, leader: int, timeout_ms: int) -> dict[tuple[str, int], tuple[int, int]]:
+    def produce(self, batches: Any, *, leader: int, timeout_ms: int,
+                **txn: Any) -> dict[tuple[str, int], tuple[int, int]]:
         out = {}
         for tp in batches:
             out[tp] = (0, self.offsets.get(tp, 0))
