@@ -1,6 +1,6 @@
 """The transactional batch producer while the coordinator is busy (the last transaction's markers being written),
 without a broker: AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS is asked again after 20 ms, as the Java
-producer asks it, not after the back-off for failures, which doubles (100 ms, 200 ms, 400 ms ...) at the start of
+producer asks it, not after the back-off for failures, which doubles (200 ms, 400 ms, 800 ms ...) at the start of
 every transaction. The protocol on the real broker is tests/integration/test_batch_transactions.py."""
 
 from __future__ import annotations
