@@ -20,7 +20,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException,
 from transcoder.codecs import Rebatcher, built_here
 from transcoder.config import Batch, Config
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer, Delivered, Transactions
+from transcoder.kafka.batch_producer import BatchProducer, Delivered, FailureLog, Transactions
 from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka.offset_map import OffsetMapRecorder
 from transcoder.kafka.statistics import TopicProduce, Window, producer_topics
@@ -48,6 +48,11 @@ Record = Message | Delivered
 #: Errors with which Kafka tells a transactional producer that a newer one with its transactional.id took over.
 _FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 
+
+#: One transaction call (commit, abort) waits at most this long before it is asked again (up to the deadline of
+#: the call's whole retry): a lane whose commit waits on an unreachable coordinator says so (readiness 503) within
+#: seconds, not after shutdown_timeout_s.
+TXN_CALL_TIMEOUT_S = 2.0
 
 class WriterMetrics(Protocol):
     """What the writer reports (metrics.registry.LaneMetrics has it); declared here so kafka imports no metrics."""
@@ -165,6 +170,8 @@ class Writer:
         #: exactly-once: the one target's producer is transactional; it is made by `begin_transactions`, with the
         #: transactional id of the partitions assigned, and the offset map is written in its transactions.
         self.transactional = config.guarantee == "exactly-once"
+        #: commits and aborts asked again while Kafka is unreachable: logged at once, then once per 30 s with a count
+        self._txn_retries = FailureLog(name, logger=log)
         if self.transactional and len(targets) != 1:
             raise TranscoderError(f"lane {name}: exactly-once needs one destination per lane, not {len(targets)}")
         #: fed raw record sets (`write_stored`): every destination re-batches them (native Rebatcher) and sends
@@ -264,10 +271,12 @@ class Writer:
         if self.offset_map is not None:
             self.offset_map.write_through(p)
 
-    def commit_transaction(self, offsets: list[TopicPartition], group: Any, timeout: float) -> None:
+    def commit_transaction(self, offsets: list[TopicPartition], group: Any, timeout: float,
+                           retrying: Callable[[str], None] | None = None) -> None:
         """Deliver what the transaction holds, add its offset map and the consumer's `offsets`, commit, and
         begin the next transaction. KafkaException when the transaction must be aborted (`abort_transaction`);
-        TranscoderError when this producer is fenced or a record failed."""
+        TranscoderError when this producer is fenced or a record failed. `retrying` is told why each time a
+        call is asked again (the lane says so in its readiness: it waits on Kafka, it is not stuck)."""
         p = self.producers[0]
         self.tick(time.monotonic(), flush=True)  # the batched path's open batches belong to this transaction
         if self._txn_call(p.flush, timeout):
@@ -278,13 +287,18 @@ class Writer:
             for dest in self.source_of:
                 self.offset_map.health(dest, self.errors_total, self.last_error_ms)
             self.offset_map.flush(timeout)
-        deadline = time.monotonic() + timeout
+        # A retriable error (a timeout: the coordinator unreachable): the same call again, as librdkafka and the Java
+        # producer ask (a commit whose EndTxn may have been sent cannot be aborted instead), as long as the broker
+        # could still settle the transaction itself: it aborts it after transaction_timeout_ms, and the next EndTxn
+        # is then refused (fenced: aborted here, and read again from the last commit). Each call waits at most
+        # TXN_CALL_TIMEOUT_S, so that the lane says within seconds that it waits on Kafka.
+        deadline = time.monotonic() + max(timeout, self.config.transaction_timeout_ms / 1000 + 30)
         steps = [lambda left: p.send_offsets_to_transaction(offsets, group, left)] if offsets else []
         steps.append(p.commit_transaction)
         for step in steps:
-            while True:  # a retriable error (a timeout): the same call again, as librdkafka asks, until the deadline
+            while True:
                 try:
-                    step(max(1.0, deadline - time.monotonic()))
+                    step(max(1.0, min(timeout, TXN_CALL_TIMEOUT_S, deadline - time.monotonic())))
                     break
                 except KafkaException as exc:
                     err = exc.args[0]
@@ -292,7 +306,10 @@ class Writer:
                         raise
                     if not err.retriable() or time.monotonic() >= deadline:
                         raise self._transaction_error("could not commit", err, self.transactional_id) from None
-                    log.warning("transaction_commit_retried", writer=self.name, error=err.str())
+                    self._txn_retries.failed("transaction_commit_retried", time.monotonic(), error=err.str())
+                    if retrying is not None:
+                        retrying(f"committing a transaction: {err.str()}")
+        self._txn_retries.succeeded("transaction_commit_retried", time.monotonic())
         p.begin_transaction()
 
     def transaction_doomed(self) -> bool:
@@ -300,9 +317,10 @@ class Writer:
         commit: a batch it could not deliver within the transaction)."""
         return any(isinstance(p, BatchProducer) and p.doomed for p in self.producers)
 
-    def abort_transaction(self, timeout: float) -> None:
+    def abort_transaction(self, timeout: float, retrying: Callable[[str], None] | None = None) -> None:
         """Abort the open transaction, forget what it held (its records' reports, failures and map entries:
-        the caller reads them again from the last commit) and begin the next one."""
+        the caller reads them again from the last commit) and begin the next one. `retrying`: as for
+        commit_transaction."""
         p = self.producers[0]
         if not self.batched:
             # What can still be delivered is, first: an abort racing the partitions' AddPartitionsToTxn fails
@@ -316,13 +334,16 @@ class Writer:
         deadline = time.monotonic() + max(timeout, self.config.transaction_timeout_ms / 1000 + 30)
         while True:
             try:
-                p.abort_transaction(timeout)
+                p.abort_transaction(max(1.0, min(timeout, TXN_CALL_TIMEOUT_S, deadline - time.monotonic())))
+                self._txn_retries.succeeded("transaction_abort_retried", time.monotonic())
                 break
             except KafkaException as exc:
                 err = exc.args[0]
                 if not err.retriable() or time.monotonic() >= deadline:
                     raise self._transaction_error("could not abort", err, self.transactional_id) from None
-                log.warning("transaction_abort_retried", writer=self.name, error=err.str())
+                self._txn_retries.failed("transaction_abort_retried", time.monotonic(), error=err.str())
+                if retrying is not None:
+                    retrying(f"aborting a transaction: {err.str()}")
         self._txn_call(p.poll, 0)  # the aborted records' reports: their ledger entries are dropped below
         self.failures.clear()
         self._refused.clear()

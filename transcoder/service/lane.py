@@ -497,7 +497,8 @@ class Lane:
             return
         timeout = self.config.shutdown_timeout_s
         try:
-            self.writer.commit_transaction(offsets, self.consumer.consumer_group_metadata(), timeout)
+            self.writer.commit_transaction(offsets, self.consumer.consumer_group_metadata(), timeout,
+                                           retrying=self._waiting_on_kafka)
         except KafkaException as exc:
             self._abort_transaction(tps, exc.args[0].str(), rewind=rewind)
             return
@@ -518,9 +519,20 @@ class Lane:
                     note="its records are read and written again from the last commit")
         if not rewind:
             self._abandoned.update(tps)
-        self.writer.abort_transaction(self.config.shutdown_timeout_s)
+        self.writer.abort_transaction(self.config.shutdown_timeout_s, retrying=self._waiting_on_kafka)
         if rewind:
             self._rewind(tps)
+
+    def _waiting_on_kafka(self, why: str) -> None:
+        """A transaction call asked again (the coordinator unreachable: a broker outage): the loop waits in it, not
+        stuck. Readiness says why (503) until the lane copies again; liveness sees the loop turn."""
+        now = time.monotonic()
+        self.status.last_loop = now
+        if self.status.unreachable is None:
+            self._down_since = now
+            log.warning("lane_cannot_copy", lane=self.spec.name, reason=f"Kafka unreachable: {why}",
+                        note="retrying; /readyz answers 503 until it can copy again")
+        self.status.unreachable = f"Kafka unreachable: {why}"
 
     def _drain(self) -> bool | None:
         """exactly-once on record sets, from the loop: True once the open transaction's batches are all

@@ -122,3 +122,53 @@ def test_a_fenced_producer_raising_from_its_callbacks_is_named_fenced_before_the
 
     with pytest.raises(TranscoderError, match="another instance took over transactional.id transcoder-g-0123"):
         w._txn_call(flush_system_error, 1.0)
+
+
+class _UnreachableCoordinator:
+    """A transactional producer whose commit times out (retriable, the coordinator unreachable) until `until`."""
+
+    def __init__(self, until: float) -> None:
+        self.until, self.commits, self.begun = until, 0, 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+    def send_offsets_to_transaction(self, offsets, group, timeout: float) -> None:
+        pass
+
+    def commit_transaction(self, timeout: float) -> None:
+        import time
+
+        self.commits += 1
+        if time.monotonic() < self.until:
+            time.sleep(0.05)
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "EndTxn: 111 ECONNREFUSED", retriable=True))
+
+    def begin_transaction(self) -> None:
+        self.begun += 1
+
+
+def test_a_commit_the_coordinator_cannot_answer_is_asked_again_past_the_stop_timeout(fresh_structlog, monkeypatch):
+    # The broker SIGKILLed during a commit and back after 12 s: the commit's EndTxn timed out for longer than
+    # shutdown_timeout_s, and the lane failed ("could not commit a transaction"). A commit whose EndTxn may have been
+    # sent cannot be aborted instead: it is asked again while the broker could still settle the transaction itself.
+    import time
+
+    import structlog
+
+    from transcoder.kafka import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "log", structlog.get_logger("transcoder.writer"))
+    w = writer("lz4")
+    w.transactional_id = "transcoder-g-0123"
+    fake = _UnreachableCoordinator(until=time.monotonic() + 0.6)
+    w.producers = [fake]  # type: ignore[list-item]
+    said: list[str] = []
+    with structlog.testing.capture_logs() as logs:
+        w.commit_transaction([], None, timeout=0.2, retrying=said.append)
+    # logged once and once when it goes through, not per retry (every 2 s for a minute's outage)
+    assert [e["event"] for e in logs] == ["transaction_commit_retried", "kafka_requests_succeed_again"], logs
+    assert fake.commits > 3 and fake.begun == 1
+    # each retry is told to the lane (its readiness: waiting on Kafka, not stuck), with Kafka's reason
+    assert len(said) == fake.commits - 1 and all("committing a transaction: EndTxn: 111 ECONNREFUSED" in x
+                                                 for x in said), said
