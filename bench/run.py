@@ -18,12 +18,13 @@ from pathlib import Path
 
 import click
 import confluent_kafka
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import copiers, figures, measure, requests, spans
 from bench.spans import WARM, WarmRule
 from transcoder import __version__
 from transcoder.dev import seed
+from transcoder.kafka.admin import delete_topics
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.clients import connect_admin
 from transcoder.dev.datagen import Record
@@ -136,7 +137,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                     r = replace(r, latency_p50=p50, latency_p99=p99)
             finally:
                 running.stop()
-                admin.delete_topics(to_delete, operation_timeout=30)
+                _delete(admin, to_delete)
             results.append(r)
             click.echo(progress(r, run), err=True)
 
@@ -150,11 +151,17 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 produced.append(measure.produce_pass(bootstrap, topic, records, codec, info))
                 del records
                 consumed.append(measure.consume_pass(bootstrap, topic, produced[-1].records, codec, info))
-                admin.delete_topics([topic], operation_timeout=30)
+                _delete(admin, [topic])
     finally:
-        admin.delete_topics([source], operation_timeout=30)
+        _delete(admin, [source])
         info.close()
     return Results(seeded, results, produced, consumed)
+
+
+def _delete(admin: AdminClient, topics: list[str]) -> None:
+    """The bench's topics deleted, the answers awaited; one it could not delete is named (nothing is left silently)."""
+    for topic, why in delete_topics(admin, topics).items():
+        click.echo(f"could not delete topic {topic}: {why}", err=True)
 
 
 def progress(r: figures.CopyRun, run: int) -> str:

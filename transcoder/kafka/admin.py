@@ -158,3 +158,21 @@ def end_offsets(admin: AdminClient, shapes: Mapping[str, TopicShape]) -> dict[tu
     low = _list_offsets(admin, tps, OffsetSpec.earliest())
     high = _list_offsets(admin, tps, OffsetSpec.latest())
     return {tp: (low[tp], high[tp]) for tp in low}
+
+
+def delete_topics(admin: AdminClient, names: list[str], *, timeout: float = 60.0) -> dict[str, str]:
+    """Delete topics and wait for the broker's answers (a client collected before they come never sends or resolves
+    its requests: the topics stay). Returns why each one not deleted was not, a topic already gone left out."""
+    if not names:
+        return {}
+    failed = {}
+    for name, future in admin.delete_topics(names, operation_timeout=30).items():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                failed[name] = _plain(err)
+        except TimeoutError:
+            failed[name] = f"no answer within {timeout:.0f} s"
+    return failed
