@@ -227,7 +227,7 @@ class BatchProducer:
         self._failing_rounds = 0  # consecutive sender rounds that delivered nothing and must retry
         #: this round's AddPartitionsToTxn was answered "busy" (the last transaction's markers being written): the
         #: round is retried after TXN_RETRY_BACKOFF_S, as the Java producer retries it after 20 ms, not after the
-        #: back-off for failures (which doubles while rounds fail: 100 ms, 200 ms ... of every transaction's start)
+        #: back-off for failures (which doubles while rounds fail: 200, 400, 800 ms ... at a transaction's start)
         self._coordinator_busy = False
         # statistics, in librdkafka's terms: batch sizes and record counts since the last emission,
         # and cumulative record bytes and records per topic

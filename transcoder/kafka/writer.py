@@ -54,6 +54,7 @@ _FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 #: seconds, not after shutdown_timeout_s.
 TXN_CALL_TIMEOUT_S = 2.0
 
+
 class WriterMetrics(Protocol):
     """What the writer reports (metrics.registry.LaneMetrics has it); declared here so kafka imports no metrics."""
 
