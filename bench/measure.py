@@ -4,6 +4,7 @@ latency of a live trickle; and the producer/consumer passes of the 2017 tables."
 
 from __future__ import annotations
 
+import sys
 import time
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -12,9 +13,16 @@ from bench import spans
 from bench.copiers import Running, process_cpu
 from bench.figures import ClientRun, CopyRun
 from bench.spans import WARM, Sample, WarmRule
+from transcoder.kafka.admin import delete_topics as admin_delete_topics
 from transcoder.kafka.admin import describe, end_offsets
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.statistics import Window
+
+
+def delete_topics(admin: AdminClient, topics: list[str]) -> None:
+    """The bench's topics deleted, the answers awaited; one it could not delete is named (nothing is left silently)."""
+    for topic, why in admin_delete_topics(admin, topics).items():
+        print(f"could not delete topic {topic}: {why}", file=sys.stderr)
 
 
 def record_count(admin: AdminClient, topic: str) -> int:

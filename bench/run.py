@@ -18,13 +18,12 @@ from pathlib import Path
 
 import click
 import confluent_kafka
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from bench import copiers, figures, measure, requests, spans
 from bench.spans import WARM, WarmRule
 from transcoder import __version__
 from transcoder.dev import seed
-from transcoder.kafka.admin import delete_topics
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.clients import connect_admin
 from transcoder.dev.datagen import Record
@@ -137,7 +136,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                     r = replace(r, latency_p50=p50, latency_p99=p99)
             finally:
                 running.stop()
-                _delete(admin, to_delete)
+                measure.delete_topics(admin, to_delete)
             results.append(r)
             click.echo(progress(r, run), err=True)
 
@@ -151,17 +150,11 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 produced.append(measure.produce_pass(bootstrap, topic, records, codec, info))
                 del records
                 consumed.append(measure.consume_pass(bootstrap, topic, produced[-1].records, codec, info))
-                _delete(admin, [topic])
+                measure.delete_topics(admin, [topic])
     finally:
-        _delete(admin, [source])
+        measure.delete_topics(admin, [source])
         info.close()
     return Results(seeded, results, produced, consumed)
-
-
-def _delete(admin: AdminClient, topics: list[str]) -> None:
-    """The bench's topics deleted, the answers awaited; one it could not delete is named (nothing is left silently)."""
-    for topic, why in delete_topics(admin, topics).items():
-        click.echo(f"could not delete topic {topic}: {why}", err=True)
 
 
 def progress(r: figures.CopyRun, run: int) -> str:

@@ -398,12 +398,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
-    if not topics:
-        return
-    from transcoder.kafka.admin import delete_topics as admin_delete_topics
+    from bench import measure
 
-    for topic, why in admin_delete_topics(_admin(bootstrap), topics).items():  # a topic never created is no failure
-        print(f"could not delete topic {topic}: {why}", file=sys.stderr)
+    measure.delete_topics(_admin(bootstrap), topics)  # a topic never created is no failure
 
 
 def _partition_records(consumer: Any, topic: str, partition: int, timeout: float) -> Iterator[Rec]:

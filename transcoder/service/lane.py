@@ -371,12 +371,18 @@ class Lane:
             err = next((e for t in self._error_trackers if (e := t.unreachable_since(after)) is not None), None)
             if err is not None:
                 why = f"Kafka unreachable: {err.str()}"
-        if why is not None and self.status.unreachable is None:
+        if why is not None:
+            self._cannot_copy(why, since)
+        elif self.status.unreachable is not None:
+            log.info("lane_copying_again", lane=self.spec.name, after_s=round(now - self._down_since, 1))
+            self.status.unreachable = None
+
+    def _cannot_copy(self, why: str, since: float) -> None:
+        """Readiness answers 503 with `why`; logged once when it starts (`since`: when the lane last moved)."""
+        if self.status.unreachable is None:
             self._down_since = since
             log.warning("lane_cannot_copy", lane=self.spec.name, reason=why,
                         note="retrying; /readyz answers 503 until it can copy again")
-        elif why is None and self.status.unreachable is not None:
-            log.info("lane_copying_again", lane=self.spec.name, after_s=round(now - self._down_since, 1))
         self.status.unreachable = why
 
     def _fetch(self) -> None:
@@ -528,11 +534,7 @@ class Lane:
         stuck. Readiness says why (503) until the lane copies again; liveness sees the loop turn."""
         now = time.monotonic()
         self.status.last_loop = now
-        if self.status.unreachable is None:
-            self._down_since = now
-            log.warning("lane_cannot_copy", lane=self.spec.name, reason=f"Kafka unreachable: {why}",
-                        note="retrying; /readyz answers 503 until it can copy again")
-        self.status.unreachable = f"Kafka unreachable: {why}"
+        self._cannot_copy(f"Kafka unreachable: {why}", now)
 
     def _drain(self) -> bool | None:
         """exactly-once on record sets, from the loop: True once the open transaction's batches are all
