@@ -123,3 +123,55 @@ def test_a_small_budget_is_shared_by_every_partition_in_turn(kafka, topic_factor
         f.close()
     assert rounds == [[0], [1], [2], [0], [1], [2]], rounds
     assert f.positions == {(topic, q): 2 for q in range(3)}, f.positions
+
+
+def test_the_next_round_is_read_ahead_and_a_seek_drops_what_was_read_ahead(kafka, topic_factory, producer_factory):
+    """Each round sends the next round's Fetch as soon as its own answer is decoded; the next round takes that
+    answer when it asks for the same partitions from the same offsets, else sends its own."""
+    topic = topic_factory(partitions=1)
+    p = producer_factory(**{"linger.ms": 0, "batch.num.messages": 1})
+    values = [b"%04d" % i + b"x" * 1000 for i in range(200)]
+    for v in values:
+        p.produce(topic, value=v, partition=0)
+    p.flush(30)
+    tp = (topic, 0)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", partition_max_bytes=8192, max_wait_ms=100)
+    sent: list[dict] = []
+    start = f._info.fetch_start
+
+    def counted(by_leader, **kw):
+        sent.append({t: o for offsets in by_leader.values() for t, o in offsets.items()})
+        return start(by_leader, **kw)
+
+    f._info.fetch_start = counted  # type: ignore[method-assign]
+    try:
+        f.assign({tp: 0})
+        got: list[tuple] = []
+        starts = []
+        for _ in range(5):
+            fetched = f.fetch()[tp]
+            assert len(fetched.records)
+            starts.append(len(got))
+            got += [fetched.records.record(i) for i in range(len(fetched.records))]
+        # one Fetch per round, plus the one read ahead for the sixth: each asked from where the last ended
+        assert [s[tp] for s in sent] == starts + [len(got)], (sent, starts)
+        assert [r[0] for r in got] == list(range(len(got)))
+        assert [r[3] for r in got] == values[:len(got)]
+        assert sent[-1] == {tp: len(got)}
+        f.assign({tp: 3})  # a seek back: the Fetch read ahead (from len(got)) is dropped unread
+        again = f.fetch()[tp]
+        assert sent[-2] == {tp: 3}
+        assert [again.records.record(i)[3] for i in range(len(again.records))] == \
+               values[3:3 + len(again.records)]
+        rest = drain(f)[tp]
+        assert [r[3] for r in rest] == values[3 + len(again.records):]
+    finally:
+        f.close()
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", partition_max_bytes=8192, max_wait_ms=100,
+                read_ahead=False)
+    try:
+        f.assign({tp: 0})
+        assert [r[3] for r in drain(f)[tp]] == values
+        assert f._ahead is None
+    finally:
+        f.close()

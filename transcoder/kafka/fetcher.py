@@ -6,6 +6,13 @@ are left out as a Java consumer leaves them out), waiting up to `max_wait_ms` fo
 fetch.wait.max.ms and fetch.min.bytes). Positions are the fetcher's own: the caller sets them (committed offsets,
 or the reset policy's) and they advance past every whole batch read, control and aborted batches included.
 
+Read-ahead: as soon as a round's answers are decoded, the next round's Fetches are sent (from the new positions,
+within what is left of the round's budget), so the broker and kafka-python's I/O thread serve them while the
+caller hands the records on. The next round takes their answers if they ask for every partition it wants, from the
+offsets it wants them from; else (a seek, a partition assigned or resumed meanwhile) they are dropped, unread. Measured on one lane (3M
+nginx records, one partition, lz4): the lane waited 5.4 ms per 1 MiB Fetch and spent another ~0.7 ms per round
+handing the records on, during which no Fetch was in flight.
+
 Group membership and commits stay with the lane's consumer; this only reads.
 """
 
@@ -21,7 +28,7 @@ import structlog
 from transcoder.codecs import decode_stored
 from transcoder.errors import KafkaUnavailableError, TranscoderError
 from transcoder.kafka.batch_producer import FailureLog
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import BrokerInfo, PendingFetch
 from transcoder.pipeline.partitions import Partition
 
 log = structlog.get_logger("transcoder.fetcher")
@@ -38,6 +45,14 @@ REQUEST_TIMEOUT_MS = 3_000
 
 
 @dataclass
+class _Ahead:
+    """The next round's Fetches, sent before it: the offsets asked, and the requests."""
+
+    offsets: dict[Partition, int]
+    pending: PendingFetch
+
+
+@dataclass
 class Fetched:
     """What one round of Fetches brought for one partition."""
 
@@ -49,8 +64,11 @@ class Fetched:
 class Fetcher:
     def __init__(self, librdkafka: Mapping[str, Any], client_id: str, *, max_bytes: int = 52_428_800,
                  partition_max_bytes: int = 1_048_576, max_wait_ms: int = 500, min_bytes: int = 1,
-                 reset: str = "earliest", request_timeout_ms: int = REQUEST_TIMEOUT_MS) -> None:
+                 reset: str = "earliest", request_timeout_ms: int = REQUEST_TIMEOUT_MS, read_ahead: bool = True) -> None:
         self.client_id = client_id
+        #: send the next round's Fetches as soon as a round is decoded (module doc)
+        self.read_ahead = read_ahead
+        self._ahead: _Ahead | None = None
         self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
         self.max_wait_ms, self.min_bytes = max_wait_ms, min_bytes
@@ -128,16 +146,15 @@ class Fetcher:
             except Exception as exc:  # noqa: BLE001 - kafka-python's errors: logged with back-off, asked again
                 self._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
                 return {}
-        by_leader: dict[int, dict[Partition, int]] = {}
-        for tp, off in wanted.items():
-            leader = self._leaders.get(tp, -1)
-            if leader >= 0:
-                by_leader.setdefault(leader, {})[tp] = off
+        by_leader = self._by_leader(wanted)
+        cap = self.max_bytes if budget is None else max(1, min(self.max_bytes, budget))
+        ahead, self._ahead = self._ahead, None
         try:
-            cap = self.max_bytes if budget is None else max(1, min(self.max_bytes, budget))
-            answers = self._info.fetch_many(by_leader, max_bytes=cap,
-                                            partition_max_bytes=min(self.partition_max_bytes, cap),
-                                            max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes)
+            if ahead is not None and self._usable(ahead, by_leader):
+                pending = ahead.pending
+            else:  # what was read ahead (if anything) is dropped unread: positions moved, partitions came back
+                pending = self._start(by_leader, cap)
+            answers = self._info.fetch_answers(pending)
             self._failures.succeeded("fetch_request_failed", time.monotonic())
         except KafkaUnavailableError as exc:
             self._failures.failed("fetch_request_failed", time.monotonic(), error=str(exc))
@@ -146,8 +163,12 @@ class Fetcher:
                     self._leaders.pop(tp, None)
             return {}
         out: dict[Partition, Fetched] = {}
+        fetched = 0
         for tp, part in answers.items():
-            offset = wanted[tp]
+            offset = wanted.get(tp)
+            if offset is None:  # read ahead for a partition this round does not want: dropped unread
+                continue
+            fetched += len(part.records or b"")
             if part.error_code:
                 self._fetch_error(tp, offset, part.error_code)
                 continue
@@ -163,7 +184,42 @@ class Fetcher:
                     del self.positions[tp]
                 self.positions[tp] = records.next_offset
             out[tp] = Fetched(records, end)
+        left = cap - fetched
+        if self.read_ahead and left >= min(cap, self.partition_max_bytes):
+            self._read_ahead(left, skip)
         return out
+
+    def _by_leader(self, wanted: Mapping[Partition, int]) -> dict[int, dict[Partition, int]]:
+        by_leader: dict[int, dict[Partition, int]] = {}
+        for tp, off in wanted.items():
+            leader = self._leaders.get(tp, -1)
+            if leader >= 0:
+                by_leader.setdefault(leader, {})[tp] = off
+        return by_leader
+
+    def _start(self, by_leader: Mapping[int, Mapping[Partition, int]], cap: int) -> PendingFetch:
+        return self._info.fetch_start(by_leader, max_bytes=cap, partition_max_bytes=min(self.partition_max_bytes, cap),
+                                      max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes)
+
+    @staticmethod
+    def _usable(ahead: _Ahead, by_leader: Mapping[int, Mapping[Partition, int]]) -> bool:
+        """The Fetches read ahead answer this round: they ask for every partition it would ask for, each from the
+        same offset (a partition they hold and it does not want is left unread)."""
+        return all(ahead.offsets.get(tp) == off for offsets in by_leader.values() for tp, off in offsets.items())
+
+    def _read_ahead(self, budget: int, skip: Collection[Partition]) -> None:
+        """The next round's Fetches, sent now: from the positions just moved, at most `budget` bytes, for the
+        partitions with a known leader not paused or skipped. If they cannot be sent, the next round sends its own
+        (and logs why they fail)."""
+        by_leader = self._by_leader({tp: off for tp, off in self.positions.items()
+                                     if tp not in self.paused and tp not in skip})
+        if not by_leader:
+            return
+        try:
+            pending = self._start(by_leader, budget)
+        except KafkaUnavailableError:
+            return
+        self._ahead = _Ahead({tp: off for offsets in by_leader.values() for tp, off in offsets.items()}, pending)
 
     def _fetch_error(self, tp: Partition, offset: int, code: int) -> None:
         import kafka.errors
@@ -200,4 +256,5 @@ class Fetcher:
             pass
 
     def close(self) -> None:
+        self._ahead = None
         self._info.close()

@@ -16,10 +16,13 @@ TRANSACTION_ABORTABLE and two-phase commit), FindCoordinator 1-3 (4+ batches key
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from transcoder.errors import KafkaUnavailableError
+from transcoder.kafka import transport
 
 #: librdkafka property -> kafka-python KafkaAdminClient argument (security and TLS only).
 _KAFKA_PYTHON_NAMES = {
@@ -76,6 +79,34 @@ def kafka_python_config(librdkafka: Mapping[str, Any]) -> dict[str, Any]:
     return conf
 
 
+@dataclass
+class Call:
+    """A coroutine started on kafka-python's I/O thread: its answer, waited for until `deadline` (monotonic)."""
+
+    future: Any
+    answered: threading.Event
+    deadline: float
+    limit_s: float
+
+    def result(self) -> Any:
+        """The coroutine's result or its error; KafkaTimeoutError when it has not answered by the deadline."""
+        from kafka.errors import KafkaTimeoutError
+
+        if not self.answered.wait(max(0.0, self.deadline - time.monotonic())):
+            raise KafkaTimeoutError(f"no answer from Kafka within {self.limit_s:.0f} s")
+        if self.future.exception is not None:
+            raise self.future.exception
+        return self.future.value
+
+
+@dataclass
+class PendingFetch:
+    """Fetch requests sent (BrokerInfo.fetch_start), one per leader in this order, their answers to come."""
+
+    leaders: list[int]
+    call: Call
+
+
 class BrokerInfo:
     """One kafka-python admin connection, opened on first use and closed by `close`."""
 
@@ -89,6 +120,7 @@ class BrokerInfo:
             from kafka.admin import KafkaAdminClient
             from kafka.errors import KafkaError as KPError
 
+            transport.install()
             try:
                 self._admin = KafkaAdminClient(request_timeout_ms=self._timeout_ms,
                                                bootstrap_timeout_ms=self._timeout_ms,
@@ -152,7 +184,14 @@ class BrokerInfo:
         (topic, partition) -> offset to fetch from it. kafka-python's partition responses (records as stored,
         aborted transactions, error code) per (topic, partition). KafkaUnavailableError when a leader does not
         answer."""
-        import kafka.errors
+        return self.fetch_answers(self.fetch_start(by_leader, max_bytes=max_bytes,
+                                                   partition_max_bytes=partition_max_bytes, max_wait_ms=max_wait_ms,
+                                                   min_bytes=min_bytes))
+
+    def fetch_start(self, by_leader: Mapping[int, Mapping[tuple[str, int], int]], *, max_bytes: int,
+                    partition_max_bytes: int, max_wait_ms: int, min_bytes: int) -> PendingFetch:
+        """fetch_many's requests, sent now: their answers are read with fetch_answers (or dropped with the
+        PendingFetch when nobody reads them)."""
         from kafka.protocol.consumer import FetchRequest
 
         topic_cls = FetchRequest.FetchTopic
@@ -179,12 +218,19 @@ class BrokerInfo:
                     answers.append(exc)
             return answers
 
+        return PendingFetch(list(requests), self._start(fetch, limit_s=timeout_ms / 1000 + ANSWER_MARGIN_S))
+
+    def fetch_answers(self, pending: PendingFetch) -> dict[tuple[str, int], Any]:
+        """The answers to fetch_start's requests (waiting for them), as fetch_many returns them."""
+        import kafka.errors
+
         try:
-            got = self._run(fetch, limit_s=timeout_ms / 1000 + ANSWER_MARGIN_S)
+            got = pending.call.result()
         except kafka.errors.KafkaTimeoutError as exc:
-            raise KafkaUnavailableError(f"fetching from brokers {sorted(requests)}: {exc}", retriable=True) from exc
+            raise KafkaUnavailableError(f"fetching from brokers {sorted(pending.leaders)}: {exc}",
+                                        retriable=True) from exc
         out: dict[tuple[str, int], Any] = {}
-        for leader, answer in zip(requests, got, strict=True):
+        for leader, answer in zip(pending.leaders, got, strict=True):
             if isinstance(answer, BaseException):
                 if not isinstance(answer, kafka.errors.KafkaError):
                     raise answer
@@ -404,18 +450,16 @@ class BrokerInfo:
         `limit_s` (default: the request timeout plus ANSWER_MARGIN_S). kafka-python's own run() waits for ever:
         a request its I/O thread never completes (a connection stuck in set-up, the thread gone) would hold the
         caller, a lane's loop, for good."""
-        from kafka.errors import KafkaTimeoutError
+        return self._start(coro, *args, limit_s=limit_s).result()
 
+    def _start(self, coro: Callable[..., Any], *args: Any, limit_s: float | None = None) -> Call:
+        """`coro(*args)` started on kafka-python's I/O thread; its result is read from the Call (as _run's)."""
         manager = self._client()._manager
         limit = self._timeout_ms / 1000 + ANSWER_MARGIN_S if limit_s is None else limit_s
         answered = threading.Event()
         future = manager.call_soon(coro, *args)
         future.add_both(lambda _: answered.set())
-        if not answered.wait(limit):
-            raise KafkaTimeoutError(f"no answer from Kafka within {limit:.0f} s")
-        if future.exception is not None:
-            raise future.exception
-        return future.value
+        return Call(future, answered, time.monotonic() + limit, limit)
 
     def connect(self) -> None:
         """Open the connection now (kafka-python's I/O thread starts with it); KafkaUnavailableError if it cannot."""
