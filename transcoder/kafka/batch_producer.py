@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,6 +158,15 @@ class _Batch:
     @property
     def count(self) -> int:
         return len(self.section) if self.section is not None else len(self.records or ())
+
+
+@dataclass
+class _Round:
+    """One round of the sender: its Produce requests in flight, by leader (the batches, and the Call; or the
+    error that kept it from being sent), and the batches not sent (no leader, or not yet in the transaction)."""
+
+    started: dict[int, tuple[dict[tuple[str, int], _Batch], Any]]
+    retry: dict[tuple[str, int], _Batch]
 
 
 #: AddPartitionsToTxn's answer for partitions it did not add because another of the request failed.
@@ -580,6 +589,9 @@ class BatchProducer:
     # ------------------------------------------------------------------ the sender thread
     def _run(self) -> None:
         retry: dict[tuple[str, int], _Batch] = {}
+        #: batches sealed while the last round's Produce requests were in flight: sent next, unless a batch of
+        #: their partition was not delivered (then they are sealed again, as their sequence may change)
+        ahead: dict[tuple[str, int], _Batch] = {}
         purges = self._purges
         while True:
             with self._lock:
@@ -589,30 +601,34 @@ class BatchProducer:
                     if self._closing:  # close() flushed what it could: the rest is not committed, not lost
                         return
                     if purges != self._purges:  # aborted: what the round held is gone with its transaction
-                        purges, retry = self._purges, {}
-                    now = time.monotonic()
-                    taken = self._acc.take(now, flush=self._flushing, skip=set(retry))
-                    # one batch per partition per round (a Produce request holds one per partition)
-                    sections = {tp: q.popleft() for tp, q in self._sections.items()
-                                if q and tp not in retry and tp not in taken}
-                    if taken or retry or sections:
+                        purges, retry, ahead = self._purges, {}, {}
+                    taken, sections = self._take(time.monotonic(), skip=retry.keys() | ahead.keys())
+                    if taken or retry or sections or ahead:
                         break
-                    due = self._acc.next_due(now)
+                    due = self._acc.next_due(time.monotonic())
                     self._wake.wait(0.5 if due is None else min(due, 0.5))
                 self._busy = True
-            batches = dict(retry)
+            batches = {**retry, **ahead}
+            ahead = {}
             try:
                 batches.update(self._encode(taken, sections))
-                retry = self._send(batches)
+                taken, sections = {}, {}
+                round_ = self._send_start(batches)
+                # while the broker writes this round, the next is taken and sealed
+                with self._lock:
+                    if purges == self._purges and not self._closing:
+                        taken, sections = self._take(time.monotonic())
+                ahead = self._encode(taken, sections)
+                taken, sections = {}, {}
+                retry = self._send_finish(round_, ahead)
             except Exception as exc:  # noqa: BLE001 - reported through delivery reports, never lost
                 log.error("batch_producer_failed", client_id=self.client_id, error=repr(exc))
                 err = KafkaError(KafkaError._FAIL, f"batch producer {self.client_id}: {exc!r}")
-                failed = [b for b in batches.values() if not b.reported] + [
+                failed = [b for b in [*batches.values(), *ahead.values()] if not b.reported] + [
                     _Batch(tp, records, -1, b"", time.monotonic(), sum(r[4] for r in records))
-                    for tp, records in taken.items() if tp not in batches] + [
-                    _Batch(tp, None, -1, b"", time.monotonic(), s.size, section=s)
-                    for tp, s in sections.items() if tp not in batches]
-                retry = {}
+                    for tp, records in taken.items()] + [
+                    _Batch(tp, None, -1, b"", time.monotonic(), s.size, section=s) for tp, s in sections.items()]
+                retry, ahead = {}, {}
                 if self.transactions is not None:  # what the broker got of these is unknown: the transaction too
                     self._drop(failed, KafkaError(KafkaError._FAIL, err.str(), txn_requires_abort=True))
                     continue
@@ -625,6 +641,25 @@ class BatchProducer:
                 time.sleep(TXN_RETRY_BACKOFF_S)
             elif retry:  # doubling while every round fails (Kafka unreachable), from retry_backoff_ms
                 time.sleep(min(MAX_RETRY_BACKOFF_S, self._backoff * 2 ** min(self._failing_rounds, 16)))
+
+    def _take(self, now: float, *, skip: Collection[tuple[str, int]] = frozenset()
+              ) -> tuple[dict[tuple[str, int], list[_Record]], dict[tuple[str, int], Any]]:
+        """Under the lock: the batches due now and the next section of each partition, one batch per partition
+        (a Produce request holds one per partition), none of the partitions in `skip`."""
+        taken = self._acc.take(now, flush=self._flushing, skip=set(skip))
+        sections = {tp: q.popleft() for tp, q in self._sections.items() if q and tp not in skip and tp not in taken}
+        return taken, sections
+
+    def _unready(self, b: _Batch) -> None:
+        """A batch sealed ahead goes back to the front of its partition's queue, to be sealed again: a batch of
+        its partition before it was not delivered, so its sequence (or the producer id) may change."""
+        with self._lock:
+            if b.section is not None:
+                self._sections.setdefault(b.tp, deque()).appendleft(b.section)
+            else:
+                assert b.records is not None
+                self._acc.put_back(b.tp, [b.records])
+        self._sequence[b.tp] = b.base_sequence
 
     def _encode(self, taken: Mapping[tuple[str, int], list[_Record]],
                 sections: Mapping[tuple[str, int], Any] | None = None) -> dict[tuple[str, int], _Batch]:
@@ -664,8 +699,9 @@ class BatchProducer:
                                  b.first_sent, b.size, section=b.section)
         return out
 
-    def _send(self, batches: dict[tuple[str, int], _Batch]) -> dict[tuple[str, int], _Batch]:
-        """Send each batch once; return those to send again."""
+    def _send_start(self, batches: dict[tuple[str, int], _Batch]) -> _Round:
+        """Send each batch once, one Produce request per leader, all in flight at once; _send_finish reads the
+        answers."""
         from kafka.errors import KafkaError as KPError
 
         self._coordinator_busy = False
@@ -682,7 +718,7 @@ class BatchProducer:
         if self.transactions is not None:
             if self._abortable is not None:  # the transaction is lost: nothing more of it is sent
                 self._drop(list(batches.values()), self._abortable)
-                return {}
+                return _Round({}, {})
             new = {tp for tp in batches if tp not in self._txn_partitions}
             if new:
                 self._add_partitions(new)
@@ -692,13 +728,31 @@ class BatchProducer:
                 retry[tp] = b
             else:
                 by_leader.setdefault(leader, {})[tp] = b
-        done: list[tuple[KafkaError | None, _Batch, int]] = []
-        renew = False
+        started: dict[int, tuple[dict[tuple[str, int], _Batch], Any]] = {}
+        txn = {"transactional_id": self.transactions.transactional_id} if self.transactions else {}
         for leader, group in by_leader.items():
             try:
-                txn = {"transactional_id": self.transactions.transactional_id} if self.transactions else {}
-                answers = self._info.produce({tp: b.payload for tp, b in group.items()}, leader=leader,
-                                             timeout_ms=self._request_timeout_ms, **txn)
+                call: Any = self._info.produce_start({tp: b.payload for tp, b in group.items()}, leader=leader,
+                                                     timeout_ms=self._request_timeout_ms, **txn)
+            except KPError as exc:  # not sent: read as an unanswered request
+                call = exc
+            started[leader] = (group, call)
+        return _Round(started, retry)
+
+    def _send_finish(self, round_: _Round, ahead: dict[tuple[str, int], _Batch]) -> dict[tuple[str, int], _Batch]:
+        """The answers to _send_start's requests (waiting for them): reports for the batches delivered or refused
+        for good; return those to send again. A batch sealed `ahead` whose partition's batch in this round was not
+        delivered goes back to be sealed again (_unready)."""
+        from kafka.errors import KafkaError as KPError
+
+        retry = round_.retry
+        done: list[tuple[KafkaError | None, _Batch, int]] = []
+        renew = False
+        for leader, (group, call) in round_.started.items():
+            try:
+                if isinstance(call, KPError):
+                    raise call
+                answers = self._info.produce_answers(call)
             except KPError as exc:  # no answer: the outcome is unknown, the same bytes go again
                 self._failures.failed("produce_request_failed", time.monotonic(), leader=leader, error=repr(exc))
                 if not isinstance(exc, kafka.errors.NodeNotReadyError):
@@ -714,6 +768,8 @@ class BatchProducer:
                 code, base_offset = answers.get(tp, (13, -1))  # no answer for it: NETWORK_EXCEPTION
                 kind = kafka.errors.for_code(code)
                 what = batching.outcome(code, b.count, kind.retriable)
+                if what is not Outcome.DELIVERED and tp in ahead:  # before its own sequence is set back (below)
+                    self._unready(ahead.pop(tp))
                 if what is Outcome.DELIVERED:
                     done.append((None, b, base_offset))
                     self._count(b)
@@ -761,6 +817,8 @@ class BatchProducer:
                                                                    f"{self._delivery_timeout:.0f} s"), b, -1))
         self._finish(done)
         self._failing_rounds = self._failing_rounds + 1 if retry and not done else 0
+        for tp in [tp for tp in ahead if tp in retry or renew]:  # sealed under a sequence or id that changes
+            self._unready(ahead.pop(tp))
         if renew:
             self._renew_producer_id(self._request_timeout_ms / 1000)
             retry = self._stamp_again(retry)

@@ -313,6 +313,12 @@ class BrokerInfo:
         to v12 (13+ names topics by id), v11 in a transaction (12 is transactions v2: see the module).
         Connection failures raise kafka-python's errors.
         """
+        return self.produce_answers(self.produce_start(batches, leader=leader, timeout_ms=timeout_ms,
+                                                       transactional_id=transactional_id))
+
+    def produce_start(self, batches: Mapping[tuple[str, int], bytes], *, leader: int, timeout_ms: int = 30_000,
+                      transactional_id: str | None = None) -> Call:
+        """produce's request, sent now; its answer is read with produce_answers."""
         from kafka.protocol.producer import ProduceRequest
 
         data = ProduceRequest.TopicProduceData
@@ -325,7 +331,13 @@ class BrokerInfo:
             min_version=7, max_version=12 if transactional_id is None else 11,
         )
         # kafka-python has no public raw Produce; the broker holds it up to timeout_ms (acks=all) by design
-        response = self._send(request, leader, request_timeout_ms=timeout_ms + 5_000)
+        return self._send_start(request, leader, request_timeout_ms=timeout_ms + 5_000)
+
+    @staticmethod
+    def produce_answers(call: Call) -> dict[tuple[str, int], tuple[int, int]]:
+        """(error code, base offset) per partition of a Produce request sent by produce_start (waiting for it);
+        kafka-python's errors when it was not answered."""
+        response = call.result()
         return {(t.name, p.index): (p.error_code, p.base_offset)
                 for t in response.responses for p in t.partition_responses}
 
@@ -437,13 +449,17 @@ class BrokerInfo:
     def _send(self, request: Any, node_id: int | None, *, request_timeout_ms: int | None = None) -> Any:
         """One request to `node_id` (any broker: None) and its response; kafka-python's errors when unanswered
         (`request_timeout_ms`: this request's, if not the connection's)."""
+        return self._send_start(request, node_id, request_timeout_ms=request_timeout_ms).result()
+
+    def _send_start(self, request: Any, node_id: int | None, *, request_timeout_ms: int | None = None) -> Call:
+        """_send's request, sent now: its response (or kafka-python's error) is the Call's result."""
         manager = self._client()._manager
 
         async def send() -> Any:
             return await manager.send(request, node_id=node_id, request_timeout_ms=request_timeout_ms)
 
-        return self._run(send, limit_s=None if request_timeout_ms is None else
-                         request_timeout_ms / 1000 + ANSWER_MARGIN_S)
+        return self._start(send, limit_s=None if request_timeout_ms is None else
+                           request_timeout_ms / 1000 + ANSWER_MARGIN_S)
 
     def _run(self, coro: Callable[..., Any], *args: Any, limit_s: float | None = None) -> Any:
         """kafka-python's `coro(*args)` on its I/O thread, its result or its error; KafkaTimeoutError after
