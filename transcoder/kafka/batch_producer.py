@@ -225,6 +225,7 @@ class BatchProducer:
         self._busy = False  # the sender is in a round (outside the lock)
         self._idle = threading.Condition(self._lock)  # abort waits on it for the round in flight
         self._purges = 0  # aborts so far: a round that began before one drops what it holds
+        self._round_purges = 0  # the aborts before the sender's round in flight began
         self._done: list[tuple[KafkaError | None, _Batch, int]] = []
         self._flushing = False
         self._closing = False
@@ -608,6 +609,7 @@ class BatchProducer:
                     due = self._acc.next_due(time.monotonic())
                     self._wake.wait(0.5 if due is None else min(due, 0.5))
                 self._busy = True
+                self._round_purges = purges
             batches = {**retry, **ahead}
             ahead = {}
             try:
@@ -652,9 +654,12 @@ class BatchProducer:
 
     def _unready(self, b: _Batch) -> None:
         """A batch sealed ahead goes back to the front of its partition's queue, to be sealed again: a batch of
-        its partition before it was not delivered, so its sequence (or the producer id) may change."""
+        its partition before it was not delivered, so its sequence (or the producer id) may change. Not after an
+        abort began meanwhile: it went with its transaction."""
         with self._lock:
-            if b.section is not None:
+            if self._purges != self._round_purges:
+                pass
+            elif b.section is not None:
                 self._sections.setdefault(b.tp, deque()).appendleft(b.section)
             else:
                 assert b.records is not None
@@ -786,7 +791,9 @@ class BatchProducer:
                 elif what is Outcome.SPLIT:
                     self._sequence[tp] = b.base_sequence  # not written: its sequences go to the halves
                     with self._lock:
-                        if b.section is not None:
+                        if self._purges != self._round_purges:  # aborted meanwhile: gone with its transaction
+                            pass
+                        elif b.section is not None:
                             self._sections.setdefault(tp, deque()).extendleft(reversed(b.section.split()))
                         else:
                             assert b.records is not None

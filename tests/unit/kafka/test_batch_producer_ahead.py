@@ -5,6 +5,7 @@ split, or refused for an unknown producer id). The real broker: tests/integratio
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -132,3 +133,53 @@ def test_a_batch_sealed_ahead_is_sealed_again_when_the_one_before_is_not_deliver
     delivered = [o for r in reports if r[0] is None for o in r[2]]
     assert delivered == list(range(50 * errors, 150))  # in order; the refused batch's records are reported failed
     assert [k for w in fake.written for k in w[2]] == [b"k%d" % i for i in range(50 * errors, 150)]
+
+
+class _TxnBroker(_Broker):
+    """_Broker with a transaction coordinator that says yes to everything."""
+
+    def init_producer_id(self, **kwargs: Any) -> tuple[int, int, int]:  # type: ignore[override]
+        return super().init_producer_id()
+
+    def find_coordinator(self, key: str, key_type: int) -> int:
+        return 1
+
+    def add_partitions_to_txn(self, tid: str, pid: int, epoch: int, tps: Any, *, coordinator: int) -> dict:
+        return {tp: 0 for tp in tps}
+
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, *, coordinator: int) -> int:
+        self.events.append(("end", commit))
+        return 0
+
+
+def test_an_abort_drops_a_batch_sealed_ahead_that_went_back_while_it_waited():
+    from transcoder.kafka.batch_producer import Transactions
+
+    reports: list[tuple] = []
+    fake = _TxnBroker([NOT_LEADER_OR_FOLLOWER], hold=True)
+    p = _producer(fake, reports)
+    p.transactions = Transactions("tid-1", "g1")
+    p._coord = fake  # type: ignore[assignment]
+    p.init_transactions(5)
+    p.begin_transaction()
+    p.produce_sections("t", 0, _sections(3, 50))
+    deadline = time.monotonic() + 10
+    while ("sealed", 50) not in fake.events and time.monotonic() < deadline:
+        time.sleep(0.01)
+    aborted = threading.Thread(target=p.abort_transaction, args=(10,))
+    aborted.start()
+    while p._purges == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    fake.go.release()  # the first batch: NOT_LEADER, so the one sealed ahead goes back, while the abort waits
+    aborted.join(10)
+    assert not aborted.is_alive()
+    assert ("end", False) in fake.events
+    # the next transaction holds its own records only: nothing of the aborted one comes back
+    p.begin_transaction()
+    p.produce_sections("t", 0, [s for s in _sections(4, 50)][3:])
+    for _ in range(5):
+        fake.go.release()
+    p.commit_transaction(10)
+    p.close(5)
+    assert [k for w in fake.written for k in w[2]] == [b"k%d" % i for i in range(150, 200)], fake.written
+    assert [o for r in reports for o in r[2]] == list(range(150, 200))
