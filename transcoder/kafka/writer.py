@@ -353,6 +353,34 @@ class Writer:
             self.offset_map.discard()
         p.begin_transaction()
 
+    def release_group_offsets(self, partitions: list[TopicPartition], group: Any, timeout: float) -> str | None:
+        """exactly-once: end any offset commit this transactional id's producer left pending on the group.
+
+        A transaction that holds only offsets for the group (`partitions` at 0: never committed), aborted: the
+        coordinator's abort marker ends every pending offset commit of this producer id on the group's
+        partition, whatever epoch made it. A broker killed at the wrong moment can leave one pending that no
+        transaction owns any more; the group's offsets then stay unstable for good, and every read of them
+        (require_stable, KIP-447) times out. None when done, else why not (Kafka unreachable: ask again later);
+        TranscoderError when this producer is fenced or failed for good."""
+        p = self.producers[0]
+        not_added = None
+        try:
+            p.send_offsets_to_transaction([TopicPartition(tp.topic, tp.partition, 0) for tp in partitions],
+                                          group, timeout)
+        except KafkaException as exc:  # the group's partition may not be in the transaction: no marker for it
+            err = exc.args[0]
+            if err.fatal() or err.name() in _FENCED:
+                raise self._transaction_error("could not release the group's offsets in", err,
+                                              self.transactional_id) from None
+            not_added = f"adding the group's offsets to a transaction: {err.str()}"
+        try:
+            self.abort_transaction(timeout)
+        except DeliveryError as exc:
+            if exc.kafka_error in _FENCED or exc.kafka_error is None:
+                raise
+            return str(exc)
+        return not_added
+
     def _txn_call(self, call: Callable[[float], int], timeout: float) -> int:
         """flush or poll of the transactional producer. Once it is fenced (or failed otherwise for good),
         confluent-kafka raises from inside its delivery callbacks (KafkaException or SystemError): one error

@@ -48,6 +48,9 @@ FETCH_WAIT_MS = 100
 #: Readiness: records in flight without any acknowledgement for this long (or twice the longest linger) mean
 #: the lane cannot produce.
 STALL_S = 15.0
+#: One read of the group's committed offsets on assignment waits this long; while they cannot be read (Kafka
+#: unreachable, or unstable: a transaction still open) the lane says so (readiness) and asks again.
+COMMITTED_READ_S = 10.0
 
 
 def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
@@ -71,6 +74,12 @@ def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
     })
 
 
+def transactional_id(group_id: str, partitions: Iterable[Partition]) -> str:
+    """exactly-once: a lane's transactional id for an assignment (the group's, and the partitions')."""
+    parts = ",".join(f"{t}:{p}" for t, p in sorted(partitions))
+    return f"transcoder-{group_id}-{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
+
+
 class Lane:
     def __init__(self, spec: LaneSpec, config: Config, metrics: LaneMetrics,
                  end_offsets: dict[Partition, tuple[int, int]] | None = None,
@@ -81,6 +90,7 @@ class Lane:
         #: source partition -> (low, high) watermarks seen at start, for --until-caught-up
         self.end_offsets = end_offsets
         self._revoke_error: BaseException | None = None
+        self._stop = threading.Event()  # run()'s
         self._committed_ts: dict[Partition, int] = {}
         self.threads = threads or ThreadLedger()
         #: hot_path batches (the default): the lane reads raw record sets (Fetcher) and writes batches built from
@@ -168,6 +178,15 @@ class Lane:
         self.metrics.lag(tp[0], tp[1], records, seconds)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Nothing may leave a rebalance callback: confluent-kafka raises a failure in it from poll() as a bare
+        # KafkaError, which is no exception class (no `except` catches it, the lane's thread dies with a raw
+        # traceback). It is raised again from the loop instead, as the other callbacks' are.
+        try:
+            self._assign(consumer, partitions)
+        except BaseException as exc:  # noqa: BLE001 - raised again from the loop
+            self._revoke_error = exc
+
+    def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._closed:
             # Handed partitions while leaving the group (another member left first): they go back at
             # once, unread. Asking for their committed offsets here only times out (the consumer is
@@ -179,12 +198,13 @@ class Lane:
         self._assigned.update(tps)
         if not partitions:
             return
+        if self._eos:
+            # First: taking the transactional id aborts what an earlier holder of it left open (its offsets among
+            # it), instead of waiting for the broker to time that transaction out.
+            self._begin_transactions()
         # What the group already committed counts as done: a partition fully copied by an
         # earlier run is caught up without a record of this run.
-        # exactly-once: offsets a dead member committed in a transaction still open are unstable until the broker
-        # aborts it (transaction_timeout_ms); librdkafka waits for them (KIP-447), and so does this call.
-        committed = consumer.committed(partitions, timeout=30 if not self._eos
-                                       else 30 + self.config.transaction_timeout_ms / 1000)
+        committed = self._committed(consumer, partitions)
         for p in committed:
             if p.offset >= 0:
                 self._last_committed[(p.topic, p.partition)] = p.offset
@@ -210,14 +230,49 @@ class Lane:
             (consumer.pause if self._paused else consumer.resume)(partitions)
         self.status.assigned = sorted(self._assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
-        if self._eos:
-            self._begin_transactions()
+
+    def _committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The group's committed offsets of `partitions`, asked again while they cannot be read and the lane runs.
+
+        exactly-once: offsets committed in a transaction still open are unstable until it ends; librdkafka waits
+        for them (KIP-447), and so does this call. Another member's transaction ends when it commits, or when the
+        broker times it out (transaction_timeout_ms). One of this lane's own transactional id was aborted by
+        `_begin_transactions`; one pending with no transaction left (a broker killed at the wrong moment) ends
+        only with a marker of this producer id: after the first read that fails, `release_group_offsets`."""
+        parts = show((p.topic, p.partition) for p in partitions)
+        released = not self._eos
+        failed_releases = 0
+        since = time.monotonic()
+        while True:
+            try:
+                return consumer.committed(partitions, timeout=COMMITTED_READ_S)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not (err.retriable() or err.code() == KafkaError._TIMED_OUT) or self._stop.is_set():
+                    raise TranscoderError(f"lane {self.spec.name}: could not read group {self.spec.group_id}'s "
+                                          f"committed offsets of {parts}: {err.str()}") from None
+                why = err.str()
+            self._cannot_copy(f"group {self.spec.group_id}'s committed offsets of {parts} unreadable: {why}", since)
+            if released:
+                continue
+            why_not = self.writer.release_group_offsets(partitions, consumer.consumer_group_metadata(),
+                                                        self.config.shutdown_timeout_s)
+            if why_not is not None:  # Kafka unreachable: the reads go on, and it is tried again after each
+                failed_releases += 1
+                if failed_releases == 1:  # once, as lane_cannot_copy is
+                    log.warning("group_offsets_not_released", lane=self.spec.name, partitions=parts, error=why_not,
+                                note="tried again after each read that fails")
+            else:
+                released = True
+                log.warning("group_offsets_released", lane=self.spec.name, partitions=parts,
+                            transactional_id=self.writer.transactional_id,
+                            note="an aborted transaction of the group's offsets only: it ends any this producer id "
+                                 "left pending")
 
     def _begin_transactions(self) -> None:
         """exactly-once: the transactional producer of this assignment. Its id is the lane's and the partitions':
         an instance restarted (or any other) with the same partitions fences this one's open transaction."""
-        parts = ",".join(f"{t}:{p}" for t, p in sorted(self._assigned))
-        tid = f"transcoder-{self.spec.group_id}-{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
+        tid = transactional_id(self.spec.group_id, self._assigned)
         self.writer.begin_transactions(tid, self.config.shutdown_timeout_s, self.spec.group_id)
         self._txn_first.clear()
         log.info("transactions_begun", lane=self.spec.name, transactional_id=tid, partitions=show(sorted(self._assigned)))
@@ -287,6 +342,7 @@ class Lane:
     # ------------------------------------------------------------------ the loop
     def run(self, stop: threading.Event, *, until_caught_up: bool = False) -> None:
         """Copy until `stop` is set (or, with until_caught_up, until every start end offset is committed)."""
+        self._stop = stop
         log.info("lane_started", lane=self.spec.name, group_id=self.spec.group_id, sources=list(self.spec.sources),
                  destinations=[f"{t.name} ({t.destination.label})" for t in self.spec.targets])
         self.status.state = "running"
