@@ -375,8 +375,8 @@ class Writer:
             not_added = f"adding the group's offsets to a transaction: {err.str()}"
         try:
             self.abort_transaction(timeout)
-        except DeliveryError as exc:
-            if exc.kafka_error in _FENCED or exc.kafka_error is None:
+        except TranscoderError as exc:
+            if not exc.retriable:  # fenced, or failed for good
                 raise
             return str(exc)
         return not_added
@@ -412,7 +412,8 @@ class Writer:
         fenced = err.name() in _FENCED
         why = ("another instance took over transactional.id " + str(transactional_id) +
                " (it was assigned the same partitions): this one stops") if fenced else err.str()
-        return DeliveryError(f"lane {self.name}: {what} a transaction: {why}", kafka_error=err.name())
+        return DeliveryError(f"lane {self.name}: {what} a transaction: {why}", kafka_error=err.name(),
+                             retriable=err.retriable() and not fenced)
 
     def _client_id(self, target: Target) -> str:
         return f"transcoder-{self.name}-{target.name}" if self.name != target.name else f"transcoder-{target.name}"

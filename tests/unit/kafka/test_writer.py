@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, TopicPartition
 
 from transcoder import config as cfg
 from transcoder.errors import TranscoderError
@@ -172,3 +172,63 @@ def test_a_commit_the_coordinator_cannot_answer_is_asked_again_past_the_stop_tim
     # each retry is told to the lane (its readiness: waiting on Kafka, not stuck), with Kafka's reason
     assert len(said) == fake.commits - 1 and all("committing a transaction: EndTxn: 111 ECONNREFUSED" in x
                                                  for x in said), said
+
+
+class TxnProducer:
+    """The transactional calls of a producer (librdkafka's or transcoder's): each error given is raised once."""
+
+    def __init__(self, *, send: KafkaError | None = None, abort: KafkaError | None = None) -> None:
+        self.send, self.abort = send, abort
+        self.calls: list[object] = []
+
+    def send_offsets_to_transaction(self, offsets, group, timeout):
+        self.calls.append(("send_offsets", [(o.topic, o.partition, o.offset) for o in offsets], group))
+        if self.send is not None:
+            raise KafkaException(self.send)
+
+    def abort_transaction(self, timeout):
+        self.calls.append("abort")
+        if self.abort is not None:
+            raise KafkaException(self.abort)
+
+    def begin_transaction(self):
+        self.calls.append("begin")
+
+    def flush(self, timeout=None):
+        return 0
+
+    def poll(self, timeout=0):
+        return 0
+
+
+def released(producer: TxnProducer) -> str | None:
+    w = writer("zstd")
+    w.producers, w.transactional_id = [producer], "transcoder-g-0123"
+    return w.release_group_offsets([TopicPartition("s", 0), TopicPartition("s", 1)], "group-metadata", 1.0)
+
+
+def test_releasing_the_group_offsets_adds_them_at_0_and_aborts():
+    p = TxnProducer()
+    assert released(p) is None
+    assert p.calls == [("send_offsets", [("s", 0, 0), ("s", 1, 0)], "group-metadata"), "abort", "begin"]
+
+
+def test_group_offsets_not_added_are_aborted_and_reported_not_released():
+    p = TxnProducer(send=KafkaError(KafkaError._TIMED_OUT, "coordinator unreachable", retriable=True))
+    why = released(p)
+    assert why == "adding the group's offsets to a transaction: coordinator unreachable"  # the lane asks again
+    assert p.calls[1:] == ["abort", "begin"]
+
+
+def test_a_fenced_producer_stops_the_release_and_says_so():
+    p = TxnProducer(send=KafkaError(KafkaError._FENCED, "fenced by a newer epoch", fatal=True))
+    with pytest.raises(TranscoderError, match="another instance took over transactional.id transcoder-g-0123"):
+        released(p)
+    assert [c for c in p.calls if c == "abort"] == []
+
+
+def test_an_abort_refused_for_good_is_raised_not_retried():
+    p = TxnProducer(abort=KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "not authorized"))
+    with pytest.raises(TranscoderError, match="could not abort a transaction: not authorized") as raised:
+        released(p)
+    assert raised.value.retriable is False
