@@ -16,10 +16,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 from uuid import uuid4
 
 import structlog
@@ -56,11 +56,49 @@ CONTROLLER_PREFIX = "controller/"
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
 #: How long a read may go without reaching the end offset it started with.
 _READ_STALL_S = 30.0
+#: Errors a partition answers with for a moment after its topic is created (its leader not elected yet, or not
+#: known to every broker yet): waited out, for at most SETTLE_S, never reported as an unreachable cluster.
+SETTLING_ERRORS = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                             KafkaError.UNKNOWN_TOPIC_OR_PART})
+#: How long a new topic's partition may take to get its leader (a busy 2-core machine: seconds).
+SETTLE_S = 30.0
+
+T = TypeVar("T")
 
 
 def now_ms() -> int:
     """Wall-clock milliseconds: heartbeats are compared across hosts, so not a monotonic clock."""
     return int(time.time() * 1000)
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The KafkaError a KafkaException carries, if any."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def wait_settled(attempt: Callable[[], T], *, timeout_s: float = SETTLE_S, clock: Callable[[], float] | None = None,
+                 sleep: Callable[[float], None] | None = None, first_wait_s: float = 0.05,
+                 max_wait_s: float = 1.0) -> T:
+    """`attempt()`'s result, calling it again while it raises a KafkaException of one of SETTLING_ERRORS (a topic
+    created a moment ago), waiting `first_wait_s` doubling up to `max_wait_s` in between, for at most
+    `timeout_s`; then that last exception. Any other exception is raised at once."""
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    deadline = clock() + timeout_s
+    wait = first_wait_s
+    while True:
+        try:
+            return attempt()
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            left = deadline - clock()
+            if err is None or err.code() not in SETTLING_ERRORS or left <= 0:
+                raise
+            log.debug("topic_settling", error=err.name(), retry_in_s=min(wait, left))
+            sleep(min(wait, left))
+            wait = min(wait * 2, max_wait_s)
 
 
 @dataclass(frozen=True)
@@ -194,29 +232,22 @@ class StateStore:
     def _read_raw(self) -> dict[str, tuple[bytes | None, int, int]]:
         """Key -> (value, offset, timestamp) of the latest record of each key with this migration's prefix."""
         consumer = self._reader()
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                md = consumer.list_topics(self.topic, timeout=self.timeout_s)
-            except KafkaException as exc:
-                consumer.poll(0)  # serves error_cb: the connection error behind the timeout
-                raise self._unreachable("read", exc, self._consumer_errors) from exc
-            t = md.topics.get(self.topic)
-            missing = t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
-            if not missing:
-                break
-            if not self._ensured or time.monotonic() >= deadline:  # never created (no state), or gone
-                return {}
-            time.sleep(0.1)  # created by us a moment ago: metadata reaches every broker shortly
-        if t.error is not None:
-            raise KafkaUnavailableError(f"migration {self.migration}: cannot read state topic {self.topic}: "
-                                        f"{t.error.str()}", topic=self.topic, kafka_error=t.error.name(),
-                                        retriable=retriable(t.error))
-        tp = TopicPartition(self.topic, 0)
         try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout_s)
+            ends = wait_settled(lambda: self._ends(consumer), timeout_s=max(self.timeout_s, SETTLE_S))
         except KafkaException as exc:
-            raise self._unreachable("read the end offset of", exc, self._consumer_errors) from exc
+            err = kafka_error(exc)
+            if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return {}  # created by us, and gone since (or never visible): no state
+            if err is not None and err.code() in SETTLING_ERRORS:
+                raise KafkaUnavailableError(
+                    f"migration {self.migration}: partition 0 of state topic {self.topic} still answers "
+                    f"{err.name()} {max(self.timeout_s, SETTLE_S):g}s after it was asked for: its leader is not "
+                    "elected (check the brokers' controller) and run the command again", topic=self.topic,
+                    partition=0, kafka_error=err.name(), retriable=True) from exc
+            raise self._unreachable("read", exc, self._consumer_errors) from exc
+        if ends is None:
+            return {}
+        low, high = ends
         latest: dict[str, tuple[bytes | None, int, int]] = {}
         if high <= low:
             return latest
@@ -236,6 +267,31 @@ class StateStore:
         finally:
             consumer.unassign()
         return latest
+
+    def _ends(self, consumer: Consumer) -> tuple[int, int] | None:
+        """(low, high) watermarks of partition 0; None when the topic does not exist and was not created by this
+        store. A KafkaException with the error of the metadata or the watermark request (SETTLING_ERRORS while
+        the topic is new, which `wait_settled` waits out; UNKNOWN_TOPIC_OR_PART too when this store created it)."""
+        try:
+            md = consumer.list_topics(self.topic, timeout=self.timeout_s)
+        except KafkaException:
+            consumer.poll(0)  # serves error_cb: the connection error behind the timeout
+            raise
+        t = md.topics.get(self.topic)
+        if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            if not self._ensured:  # never created: no state
+                return None
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))  # created a moment ago
+        if t.error is not None:
+            if t.error.code() in SETTLING_ERRORS:
+                raise KafkaException(t.error)
+            raise KafkaUnavailableError(f"migration {self.migration}: cannot read state topic {self.topic}: "
+                                        f"{t.error.str()}", topic=self.topic, kafka_error=t.error.name(),
+                                        retriable=retriable(t.error))
+        p0 = t.partitions.get(0)
+        if p0 is not None and p0.error is not None and p0.error.code() in SETTLING_ERRORS:
+            raise KafkaException(p0.error)
+        return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=self.timeout_s)
 
     def _take(self, m: Message, high: int, latest: dict[str, tuple[bytes | None, int, int]]) -> int:
         """Fold one message into `latest`; the offset read up to."""
