@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -19,10 +19,14 @@ from pydantic import (
     Field,
     PositiveInt,
     SecretStr,
+    TypeAdapter,
+    ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails
 
 from transcoder.codecs.names import Codec, built_here, check_level
 from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, resolve_references
@@ -36,7 +40,70 @@ _OWNED_PROPERTIES = frozenset({
 })
 
 class _Model(BaseModel):
+    """Every problem of a config is reported at once: a model's cross-field checks (`problems`) run on the fields
+    that are valid even when others are not (pydantic runs `after` validators only once every field is valid)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def problems(self) -> Iterator[str]:
+        """This model's cross-field problems, in words. A check that needs a field that is not valid (absent
+        from a partly valid model: AttributeError) ends the iteration; that field's own error is reported."""
+        return iter(())
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> Self:
+        found = list(self.problems())
+        if found:
+            raise ValueError("; ".join(found))
+        return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _every_problem(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            invalid = {e["loc"][0] for e in errors if e["loc"]}
+            if not invalid or not isinstance(data, Mapping):  # no field invalid: the cross-field checks ran
+                raise
+            found = list(_partial_problems(cls, data, invalid, info.context))
+            if not found:
+                raise
+            details = [InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"],
+                                        **({"ctx": e["ctx"]} if "ctx" in e else {}))  # type: ignore[typeddict-item]
+                       for e in errors]
+            details.append(InitErrorDetails(type="value_error", loc=(), input=data,
+                                            ctx={"error": ValueError("; ".join(found))}))
+            try:
+                merged = ValidationError.from_exception_data(cls.__name__, details)
+            except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild: the original
+                raise exc from None
+            raise merged from None
+
+
+def _partial_problems(cls: type[_Model], data: Mapping[str, Any], invalid: set[Any],
+                      context: dict[str, Any] | None) -> Iterator[str]:
+    """`cls`'s cross-field problems among its valid fields: each field of `data` not in `invalid` validated on its
+    own, the others left out (a check needing one of them stops there)."""
+    valid: dict[str, Any] = {}
+    for name, field in cls.model_fields.items():
+        if name in invalid or name not in data:
+            continue
+        try:
+            valid[name] = TypeAdapter(Annotated[field.annotation, field]).validate_python(data[name], context=context)
+        except ValidationError:
+            continue
+    partial = cls.model_construct(**valid)  # fields absent from data take their defaults; invalid ones are absent
+    for name in cls.model_fields:
+        if name in data and name not in valid:
+            partial.__dict__.pop(name, None)
+    found = partial.problems()
+    while True:
+        try:
+            yield next(found)
+        except (StopIteration, AttributeError):  # AttributeError: a field the check needs is not valid
+            return
 
 
 class Cluster(_Model):
@@ -141,16 +208,20 @@ class Destination(_Model):
     #: Accept an existing destination whose compression.type makes the broker recompress.
     allow_broker_recompression: bool = False
 
-    @model_validator(mode="after")
-    def _check(self) -> Destination:
-        check_level(self.codec, self.level)
+    def problems(self) -> Iterator[str]:
+        try:
+            check_level(self.codec, self.level)
+        except ValueError as exc:
+            yield str(exc)
         if self.topic is not None:
-            fields = _template_fields(self.topic)
-            if "level" in fields and self.level is None:
-                raise ValueError(f"topic template {self.topic!r} uses {{level}} but no level is set")
-            _check_topic_name(self.topic.format(source="s", codec=self.codec, level=self.level),
-                              f"topic template {self.topic!r}")
-        return self
+            try:
+                fields = _template_fields(self.topic)
+                if "level" in fields and self.level is None:
+                    raise ValueError(f"topic template {self.topic!r} uses {{level}} but no level is set")
+                _check_topic_name(self.topic.format(source="s", codec=self.codec, level=self.level),
+                                  f"topic template {self.topic!r}")
+            except ValueError as exc:
+                yield str(exc)
 
     @property
     def label(self) -> str:
@@ -168,31 +239,33 @@ class Route(_Model):
     source_pattern: str | None = Field(default=None, min_length=1)
     destinations: list[Destination] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _one_source(self) -> Route:
+    def problems(self) -> Iterator[str]:
         if (self.source is None) == (self.source_pattern is None):
-            raise ValueError("give exactly one of source or source_pattern")
+            yield "give exactly one of source or source_pattern"
         if self.source is not None:
-            _check_topic_name(self.source, f"source {self.source!r}")
+            try:
+                _check_topic_name(self.source, f"source {self.source!r}")
+            except ValueError as exc:
+                yield str(exc)
         if self.source_pattern is not None:
             try:
                 re.compile(self.source_pattern)
             except re.error as exc:
-                raise ValueError(f"source_pattern {self.source_pattern!r} is not a regex: {exc}") from exc
-        return self
+                yield f"source_pattern {self.source_pattern!r} is not a regex: {exc}"
 
 
 class ErrorsConfig(_Model):
     tolerance: Literal["none", "all"] = "none"
     dlq_topic: str | None = None
 
-    @model_validator(mode="after")
-    def _dlq(self) -> ErrorsConfig:
+    def problems(self) -> Iterator[str]:
         if self.tolerance == "all" and not self.dlq_topic:
-            raise ValueError("tolerance all needs a dlq_topic, or failed records would be dropped")
+            yield "tolerance all needs a dlq_topic, or failed records would be dropped"
         if self.dlq_topic:
-            _check_topic_name(self.dlq_topic, f"dlq_topic {self.dlq_topic!r}")
-        return self
+            try:
+                _check_topic_name(self.dlq_topic, f"dlq_topic {self.dlq_topic!r}")
+            except ValueError as exc:
+                yield str(exc)
 
 
 class MetricsConfig(_Model):
@@ -247,10 +320,11 @@ class Candidate(_Model):
     codec: Codec
     level: int | None = None  # None: the codec's default level
 
-    @model_validator(mode="after")
-    def _check(self) -> Candidate:
-        check_level(self.codec, self.level)
-        return self
+    def problems(self) -> Iterator[str]:
+        try:
+            check_level(self.codec, self.level)
+        except ValueError as exc:
+            yield str(exc)
 
     @property
     def label(self) -> str:
@@ -362,27 +436,25 @@ class Config(_Model):
             raise ValueError("a start timestamp needs a time zone, e.g. 2026-01-01T00:00:00Z")
         return v
 
-    @model_validator(mode="after")
-    def _exactly_once(self) -> Config:
+    def problems(self) -> Iterator[str]:
         if self.guarantee != "exactly-once":
-            return self
+            return
         if self.lanes != "isolated":
-            raise ValueError("guarantee exactly-once needs lanes: isolated: a transaction belongs to one producer, "
-                             "and each destination has a producer of its own (its codec)")
+            yield ("guarantee exactly-once needs lanes: isolated: a transaction belongs to one producer, "
+                   "and each destination has a producer of its own (its codec)")
         if self.commit_interval_ms * 2 > self.transaction_timeout_ms:
-            raise ValueError(f"guarantee exactly-once: commit_interval_ms ({self.commit_interval_ms}) must be at most "
-                             f"half of transaction_timeout_ms ({self.transaction_timeout_ms}), or the broker aborts "
-                             "transactions before they are committed")
+            yield (f"guarantee exactly-once: commit_interval_ms ({self.commit_interval_ms}) must be at most "
+                   f"half of transaction_timeout_ms ({self.transaction_timeout_ms}), or the broker aborts "
+                   "transactions before they are committed")
         if self.errors.tolerance == "all":
-            raise ValueError("guarantee exactly-once cannot dead-letter (errors.tolerance: all): the dead-letter "
-                             "topic would be written outside the transaction; use errors.tolerance: none")
+            yield ("guarantee exactly-once cannot dead-letter (errors.tolerance: all): the dead-letter "
+                   "topic would be written outside the transaction; use errors.tolerance: none")
         for route in self.routes if not self.batched else ():
             for d in route.destinations:
                 if built_here(d.codec, d.level):
-                    raise ValueError(f"guarantee exactly-once: destination {d.label} cannot be transactional "
-                                     "record by record: zstd levels 13-22 are batched by transcoder's own producer; "
-                                     "use hot_path: batches, a zstd level up to 12, or guarantee: at-least-once")
-        return self
+                    yield (f"guarantee exactly-once: destination {d.label} cannot be transactional "
+                           "record by record: zstd levels 13-22 are batched by transcoder's own producer; "
+                           "use hot_path: batches, a zstd level up to 12, or guarantee: at-least-once")
 
     @property
     def target_cluster(self) -> Cluster:
