@@ -153,6 +153,7 @@ class _Batch:
     first_sent: float  # monotonic
     size: int  # sum of the records' sizes
     reported: bool = False  # its delivery report is queued: it is never reported again
+    acked_at: float = 0.0  # when its answer came (epoch seconds): the report's latency is to then, not to `poll`
     section: Any = None  # a transcoder_native.Section: records re-batched elsewhere, sealed here
 
     @property
@@ -209,6 +210,8 @@ class BatchProducer:
         self._partition_counts: dict[str, int] = {}
         #: sections' reports: (error, topic, partition, base offset, section), once per batch
         self._on_batch = on_batch
+        #: when the batch whose report `on_batch` is being given was acknowledged (epoch seconds); 0: none yet
+        self.reported_at = 0.0
         #: batches made elsewhere (transcoder_native Sections), per partition in order, and the records they hold
         #: until reported
         self._sections: dict[tuple[str, int], deque[Any]] = {}
@@ -328,6 +331,7 @@ class BatchProducer:
             topic, partition = batch.tp
             if batch.section is not None:
                 assert self._on_batch is not None
+                self.reported_at = batch.acked_at
                 self._on_batch(err, topic, partition, base, batch.section)
                 with self._lock:
                     self._section_records -= batch.count
@@ -854,9 +858,11 @@ class BatchProducer:
 
     def _finish(self, done: list[tuple[KafkaError | None, _Batch, int]]) -> None:
         if done:
+            now = time.time()
             with self._lock:
                 for _, b, _ in done:
                     b.reported = True
+                    b.acked_at = now
                 self._done.extend(done)
                 self._delivered.notify_all()
 

@@ -61,7 +61,7 @@ class WriterMetrics(Protocol):
     def acked(self, destination: str, codec: str, n: int) -> None: ...
     def produced(self, destination: str, codec: str, batch_bytes: Window, batch_records: Window,
                  record_bytes_total: int) -> None: ...
-    def latency(self, destination: str, seconds: float) -> None: ...
+    def latency(self, destination: str, seconds: float, weight: float = 1.0) -> None: ...
     def backfill(self, destination: str) -> None: ...
     def error(self, reason: str) -> None: ...
     def dead_lettered(self) -> None: ...
@@ -136,6 +136,25 @@ def batch_producer(config: Config, client_id: str, target: Target,
         on_delivery=on_delivery, on_stats=on_stats, stats_interval_ms=config.metrics.stats_interval_ms,
         queue_max_bytes=2 * config.max_in_flight_bytes + (1 << 20), on_batch=on_batch, transactions=transactions,
     )
+
+
+#: A batch's latency is sampled from this many of its records at most (one per stratum of equal size, each weighted
+#: by its share of the batch's 1-in-LATENCY_SAMPLING samples): every record has the same chance, whatever its batch.
+BATCH_LATENCY_STRATA = 16
+LATENCY_SAMPLING = 16
+
+
+def batch_latencies(section: Any, n: int, acked_ms: float) -> list[tuple[float, float]]:
+    """(age in ms at `acked_ms`, weight) of the records sampled from a delivered batch of `n` records: the middle
+    record of each of up to BATCH_LATENCY_STRATA runs of equal size, weighted by its run's records / LATENCY_SAMPLING.
+    A batch's records waited from their own timestamps: its newest one alone says what the oldest waited least."""
+    k = min(n, BATCH_LATENCY_STRATA)
+    out = []
+    for j in range(k):
+        lo, hi = j * n // k, (j + 1) * n // k
+        ts = section.record((lo + hi - 1) // 2)[1]
+        out.append((acked_ms - ts, (hi - lo) / LATENCY_SAMPLING))
+    return out
 
 
 class Writer:
@@ -546,7 +565,10 @@ class Writer:
         ts = section.max_timestamp
         self.acked_ts[(dest, partition)] = ts
         if ts >= self.start_ms:
-            self.metrics.latency(dest, max(0.0, time.time() - ts / 1000))
+            producer = next(p for p, d, _ in self.batch_routes[source] if d == dest)
+            acked_at = producer.reported_at or time.time()
+            for age, weight in batch_latencies(section, n, acked_at * 1000):
+                self.metrics.latency(dest, max(0.0, age / 1000), weight)
         else:  # backlog: its age is not the pipeline's latency
             self.metrics.backfill(dest)
         if self.offset_map is not None:

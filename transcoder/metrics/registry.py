@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import (
@@ -19,7 +19,6 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
-    Histogram,
     generate_latest,
 )
 from prometheus_client.core import HistogramMetricFamily
@@ -30,8 +29,12 @@ from transcoder.kafka.statistics import Window
 #: Buckets of the produced-batch histograms: bytes (compressed) and records per batch.
 BATCH_BYTES_BUCKETS = (1024, 4096, 16384, 65536, 262144, 524288, 1048576, 4194304, 16777216)
 BATCH_RECORDS_BUCKETS = (1, 10, 100, 500, 1000, 5000, 10000, 50000, 100000, 1000000)
-#: End-to-end latency (delivery time - source record timestamp), seconds.
-LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+#: End-to-end latency (delivery time - source record timestamp), seconds: the exported histogram's buckets.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2, 2.5, 5, 10, 30,
+                   60, 300, 900, 3600)
+#: ... and the finer ones /status computes its quantiles from: 1 ms to an hour, each bound 10^(1/40) (6%) above the
+#: last, so that a quantile interpolated within a bucket is within 6% of the true one.
+FINE_LATENCY_BUCKETS = tuple(round(10 ** (k / 40 - 3), 6) for k in range(0, 40 * 7 - 17))
 
 
 def exposition(registry: CollectorRegistry) -> tuple[str, bytes]:
@@ -50,6 +53,8 @@ class DestinationFigures:
     latency_buckets: list[tuple[float, float]]
     #: sampled acknowledgements of records older than the lane's start (backlog): not in the latency
     backlog_samples: int
+    #: as latency_buckets, on FINE_LATENCY_BUCKETS: what /status's quantiles are computed from
+    latency_fine_buckets: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,34 @@ class _WindowHistograms(Collector):
             for labels, (buckets, total, n) in sorted(self._series.items()):
                 fam.add_metric(list(labels), [*((str(b), c) for b, c in zip(self.bounds, buckets, strict=True)),
                                               ("+Inf", n)], total)
+        yield fam
+
+
+class _WeightedHistograms(Collector):
+    """A histogram whose observations carry a weight: one observation stands for the records of a batch it was
+    sampled from (prometheus_client's Histogram observes one at a time)."""
+
+    def __init__(self, name: str, doc: str, labels: list[str], bounds: tuple[float, ...]) -> None:
+        self.name, self.doc, self.labels, self.bounds = name, doc, labels, bounds
+        self._lock = threading.Lock()
+        #: labels -> (per-bucket weights, +Inf last; sum of weighted values)
+        self._series: dict[tuple[str, ...], tuple[list[float], list[float]]] = {}
+
+    def observe(self, labels: tuple[str, ...], value: float, weight: float = 1.0) -> None:
+        with self._lock:
+            counts, total = self._series.setdefault(labels, ([0.0] * (len(self.bounds) + 1), [0.0]))
+            counts[bisect.bisect_left(self.bounds, value)] += weight
+            total[0] += value * weight
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        fam = HistogramMetricFamily(self.name, self.doc, labels=self.labels)
+        with self._lock:
+            for labels, (counts, total) in sorted(self._series.items()):
+                cumulative, n = [], 0.0
+                for bound, c in zip([*(str(b) for b in self.bounds), "+Inf"], counts, strict=True):
+                    n += c
+                    cumulative.append((bound, n))
+                fam.add_metric(list(labels), cumulative, total[0])
         yield fam
 
 
@@ -146,10 +179,12 @@ class Metrics:
                                                BATCH_RECORDS_BUCKETS)
         r.register(self.batch_bytes)
         r.register(self.batch_records)
-        self.latency = Histogram("transcoder_end_to_end_latency_seconds",
-                                 "Delivery time minus the source record's timestamp (sampled 1 in 16), of records "
-                                 "newer than the lane's start (backlog is counted apart).",
-                                 ["lane", "destination"], buckets=LATENCY_BUCKETS, registry=r)
+        self.latency = _WeightedHistograms(
+            "transcoder_end_to_end_latency_seconds",
+            "Acknowledgement time minus the source record's timestamp, of records newer than the lane's start "
+            "(backlog is counted apart); sampled 1 record in 16, every record with the same chance (a batch's "
+            "records weighted by their number).", ["lane", "destination"], LATENCY_BUCKETS)
+        r.register(self.latency)
         self.backlog_samples = Counter("transcoder_backlog_latency_samples_total",
                                        "Latency samples left out of end_to_end_latency_seconds because the record "
                                        "was older than the lane's start (backlog: its age, not the pipeline's).",
@@ -250,9 +285,11 @@ class LaneMetrics:
         self._pauses = m.backpressure.labels(lane=lane)
         #: destination topic -> cumulative (record bytes, compressed bytes) for the wire ratio
         self._wire: dict[str, list[float]] = {}
-        self._latency: dict[str, Any] = {}  # destination topic -> its latency histogram child
+        self._latency: dict[str, Any] = {}  # destination topic -> its latency histogram's labels
         #: destination topic -> sampled latencies per LATENCY_BUCKETS bucket (+Inf last), for /status
-        self._latency_counts: dict[str, list[int]] = {}
+        self._latency_counts: dict[str, list[float]] = {}
+        #: ... and per FINE_LATENCY_BUCKETS bucket (+Inf last)
+        self._latency_fine: dict[str, list[float]] = {}
         self._backlog: dict[str, int] = {}
 
     def records(self, n: int, nbytes: int) -> None:
@@ -278,13 +315,16 @@ class LaneMetrics:
         if wire[1] > 0:
             self.m.wire_ratio.labels(**labels).set(wire[0] / wire[1])
 
-    def latency(self, destination: str, seconds: float) -> None:
-        child = self._latency.get(destination)
-        if child is None:
-            child = self._latency[destination] = self.m.latency.labels(lane=self.lane, destination=destination)
-            self._latency_counts[destination] = [0] * (len(LATENCY_BUCKETS) + 1)
-        child.observe(seconds)
-        self._latency_counts[destination][bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+    def latency(self, destination: str, seconds: float, weight: float = 1.0) -> None:
+        """A sampled record's latency; `weight`: how many samples it stands for (of a batch's records)."""
+        labels = self._latency.get(destination)
+        if labels is None:
+            labels = self._latency[destination] = (self.lane, destination)
+            self._latency_counts[destination] = [0.0] * (len(LATENCY_BUCKETS) + 1)
+            self._latency_fine[destination] = [0.0] * (len(FINE_LATENCY_BUCKETS) + 1)
+        self.m.latency.observe(labels, seconds, weight)
+        self._latency_counts[destination][bisect.bisect_left(LATENCY_BUCKETS, seconds)] += weight
+        self._latency_fine[destination][bisect.bisect_left(FINE_LATENCY_BUCKETS, seconds)] += weight
 
     def backfill(self, destination: str) -> None:
         """A sampled acknowledgement of a record older than the lane's start: counted, not timed."""
@@ -293,14 +333,12 @@ class LaneMetrics:
 
     def figures(self, destination: str) -> DestinationFigures:
         record_bytes, compressed = self._wire.get(destination, [0.0, 0.0])
-        counts = self._latency_counts.get(destination, [0] * (len(LATENCY_BUCKETS) + 1))
-        cumulative, total = [], 0
-        for bound, n in zip([*LATENCY_BUCKETS, float("inf")], counts, strict=True):
-            total += n
-            cumulative.append((float(bound), float(total)))
         return DestinationFigures(record_bytes_out=record_bytes, compressed_bytes=compressed,
                                   wire_ratio=record_bytes / compressed if compressed else None,
-                                  latency_buckets=cumulative, backlog_samples=self._backlog.get(destination, 0))
+                                  latency_buckets=_cumulative(LATENCY_BUCKETS, self._latency_counts.get(destination)),
+                                  backlog_samples=self._backlog.get(destination, 0),
+                                  latency_fine_buckets=_cumulative(FINE_LATENCY_BUCKETS,
+                                                                   self._latency_fine.get(destination)))
 
     def lag(self, topic: str, partition: int, records: int, seconds: float) -> None:
         p = str(partition)
@@ -387,3 +425,12 @@ class MigrationMetrics:
         if self._endpoints is not None:
             self._endpoints.stop()
             self._endpoints = None
+
+
+def _cumulative(bounds: tuple[float, ...], counts: list[float] | None) -> list[tuple[float, float]]:
+    """Per-bucket counts (+Inf last; None: none yet) as cumulative (upper bound, count), +Inf last."""
+    cumulative, total = [], 0.0
+    for bound, n in zip([*bounds, float("inf")], counts or [0.0] * (len(bounds) + 1), strict=True):
+        total += n
+        cumulative.append((float(bound), total))
+    return cumulative

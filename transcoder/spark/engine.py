@@ -71,8 +71,8 @@ class SparkLane:
                         total = self.record_bytes[dest] = self.record_bytes.get(dest, 0) + record_bytes
                         m.produced(dest, codec, batch_bytes, batch_records, total)
                 for dest, seconds in t.latencies.items():
-                    for s in seconds:
-                        m.latency(dest, s)
+                    for s, weight in seconds:
+                        m.latency(dest, s, weight)
                 for dest, n in t.backlog.items():
                     for _ in range(n):
                         m.backfill(dest)

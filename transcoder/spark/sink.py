@@ -124,7 +124,7 @@ class Tally:
     acked: dict[tuple[str, str], int] = field(default_factory=dict)  # (destination, codec) -> records
     #: (destination, codec) -> [(batch bytes window, batch records window, record bytes since the last one)]
     produced_windows: dict[tuple[str, str], list[tuple[Window, Window, int]]] = field(default_factory=dict)
-    latencies: dict[str, list[float]] = field(default_factory=dict)
+    latencies: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # destination -> [(s, weight)]
     backlog: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     dead_lettered_records: int = 0
@@ -158,8 +158,8 @@ class TallyMetrics:
         self.tally.produced_windows.setdefault((destination, codec), []).append(
             (batch_bytes, batch_records, max(0, record_bytes_total - before)))
 
-    def latency(self, destination: str, seconds: float) -> None:
-        self.tally.latencies.setdefault(destination, []).append(seconds)
+    def latency(self, destination: str, seconds: float, weight: float = 1.0) -> None:
+        self.tally.latencies.setdefault(destination, []).append((seconds, weight))
 
     def backfill(self, destination: str) -> None:
         self.tally.backlog[destination] = self.tally.backlog.get(destination, 0) + 1

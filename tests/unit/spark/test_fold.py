@@ -21,7 +21,7 @@ def _tally(part: int, first: int, last: int, **extra) -> Tally:
                  acked={("s.zstd", "zstd"): n},
                  produced_windows={("s.zstd", "zstd"): [(Window.from_values([25.0 * n]), Window.from_values([n]),
                                                          100 * n)]},
-                 latencies={"s.zstd": [0.2]}, backlog={"s.zstd": 2}, cpu_seconds=0.5, **extra)
+                 latencies={"s.zstd": [(0.2, 1.0)]}, backlog={"s.zstd": 2}, cpu_seconds=0.5, **extra)
 
 
 def test_task_tallies_become_the_service_metrics_and_status():

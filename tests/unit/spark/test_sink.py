@@ -56,7 +56,7 @@ def test_tallies_carry_increments_and_start_afresh_per_task():
     assert first.acked == {("d", "zstd"): 30}
     assert first.produced_windows[("d", "zstd")] == [(w, Window.from_values([10.0, 20.0]), 5000)]
     assert (first.latencies, first.backlog, first.errors, first.dead_lettered_records) == (
-        {"d": [0.5]}, {"d": 1}, {"MSG_SIZE_TOO_LARGE": 1}, 1)
+        {"d": [(0.5, 1.0)]}, {"d": 1}, {"MSG_SIZE_TOO_LARGE": 1}, 1)
     m.produced("d", "zstd", w, w, 7000)
     second = m.take()
     assert second.acked == {} and second.produced_windows[("d", "zstd")][0][2] == 2000  # only the increase
