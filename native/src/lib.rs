@@ -17,6 +17,9 @@ use rayon::prelude::*;
 pub mod stored;
 mod stored_py;
 
+/// libzstd's lowest (fastest) level, ZSTD_minCLevel(): -(1 << 17).
+pub const ZSTD_MIN_LEVEL: i32 = -(1 << 17);
+
 /// Bytes of a v2 batch outside its records section.
 pub const BATCH_OVERHEAD: usize = 61;
 const MAGIC: u8 = 2;
@@ -59,7 +62,9 @@ impl Codec {
             Codec::None | Codec::Snappy => return Ok(0),
             Codec::Gzip => (6, 0, 9),
             Codec::Lz4 => (0, 0, 12),
-            Codec::Zstd => (3, 1, 22),
+            // zstd's fast levels are negative (zstd --fast=N is level -N), down to libzstd's ZSTD_minCLevel();
+            // Kafka's compression.zstd.level takes the same range (Kafka 3.8+, KIP-390). 0 is libzstd's default.
+            Codec::Zstd => (3, ZSTD_MIN_LEVEL, 22),
         };
         let l = level.unwrap_or(default);
         if l < lo || l > hi {

@@ -147,6 +147,10 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     chosen = grid.settings(codec_specs or grid.DEFAULT_CODECS)
     if max_records <= 0:
         raise ConfigError(f"--max-records must be positive, not {max_records}")
+    if html_dir is not None:  # refused now, not after the whole grid was measured
+        from transcoder.evaluate.html import check_directory
+
+        check_directory(html_dir)
     cluster = None
     if topic is not None:
         cluster = {"bootstrap.servers": bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}
@@ -188,7 +192,9 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     else:
         results = _measure(engine, master, sample, cells, repeats, max_records)
     by_cell = dict(zip(cells, results, strict=True))
-    advice = recommend.recommend(results, workload, current=by_cell.get(current) if current else None)
+    limits = recommend.Limits.of((r for rs in sample.partitions.values() for r in rs), limit)
+    advice = recommend.recommend(results, workload, current=by_cell.get(current) if current else None,
+                                 limits=limits)
     rec = advice.as_dict(workload)
     n_records, n_bytes = results[0].records, results[0].record_bytes  # every cell measures the whole sample
     title = (f"transcoder evaluate: {sample.description}, {n_records:,} records in {len(sample.partitions)} "
@@ -212,8 +218,11 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     if html_dir is not None:
         from transcoder.evaluate.html import write_report
 
-        written = write_report(html_dir, results, title=title, summary_lines=advice.text.splitlines(),
-                               recommendation=rec)
+        try:
+            written = write_report(html_dir, results, title=title, summary_lines=advice.text.splitlines(),
+                                   recommendation=rec)
+        except OSError as exc:  # checked before the work began; the disk may have filled since
+            raise ConfigError(f"--html {html_dir}: cannot write the report: {exc.strerror or exc}") from None
         click.echo(f"wrote {', '.join(str(p) for p in written)}", err=True)
 
 

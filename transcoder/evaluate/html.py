@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import html
 import math
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from transcoder.codecs import CODECS, LEVELS
+from transcoder.errors import ConfigError
 from transcoder.evaluate.grid import KIB, Setting, batch_label
 from transcoder.evaluate.measure import CellResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["MAX_SETTINGS", "batch_size_figure", "format_number", "format_ratio", "frontier",
+__all__ = ["MAX_SETTINGS", "batch_size_figure", "check_directory", "format_number", "format_ratio", "frontier",
            "frontier_figure", "plotted_settings", "write_report"]
 
 P = TypeVar("P")
@@ -298,8 +300,9 @@ _TABLE_NOTE = ("<p>Speeds are uncompressed MB per CPU second on one core; CPU s/
                "not compress).</p>")
 
 
-def _row(c: CellResult) -> tuple[str, ...]:
-    return (c.label, c.codec, _level(c.codec, c.level), batch_label(c.batch_bytes), f"{c.records:,}",
+def _row(c: CellResult, max_batch: int | None = None) -> tuple[str, ...]:
+    over = " \u26a0" if max_batch is not None and c.batch_bytes > max_batch else ""  # above Kafka's limits
+    return (c.label, c.codec, _level(c.codec, c.level), batch_label(c.batch_bytes) + over, f"{c.records:,}",
             f"{c.uncompressed_bytes:,}", f"{c.compressed_bytes:,}", format_ratio(c.ratio),
             format_number(c.compress_mb_s), format_number(c.decompress_mb_s),
             format_number(c.compress_cpu_s_per_1m), format_number(c.decompress_cpu_s_per_1m),
@@ -362,7 +365,7 @@ def _page(cells: Sequence[CellResult], title: str, summary_lines: Sequence[str],
         text = recommendation.get("text")
         if text is not None:
             out.append(f'<p class="recommendation">{e(str(text))}</p>')
-        rest = [(k, v) for k, v in recommendation.items() if k != "text"]
+        rest = [(k, v) for k, v in recommendation.items() if k not in ("text", "warnings")]  # warnings: in the text
         if rest:
             out.append('<table class="recommendation">')
             out += [f"<tr><th>{e(str(k))}</th><td>{e(_value(str(k), v))}</td></tr>" for k, v in rest]
@@ -380,10 +383,29 @@ def _page(cells: Sequence[CellResult], title: str, summary_lines: Sequence[str],
     best = _recommended(cells, recommendation)
     for c in cells:
         tds = "".join(f"<td>{e(v)}</td>" if i < _TEXT_COLUMNS else f'<td class="num">{e(v)}</td>'
-                      for i, v in enumerate(_row(c)))
+                      for i, v in enumerate(_row(c, (recommendation or {}).get("max_batch_bytes"))))
         out.append(f'<tr class="recommended">{tds}</tr>' if c is best else f"<tr>{tds}</tr>")
     out += ["</tbody>", "</table>", "</body>", "</html>"]
     return "\n".join(out) + "\n"
+
+
+def check_directory(directory: Path) -> None:
+    """Make sure the report can be written to `directory` before any work is done: create it (with its parents),
+    and try a file in it. ConfigError, one line, when it is a file, cannot be created or written, or holds a
+    directory where one of the report's files goes. The report's own files already there are replaced."""
+    directory = Path(directory)
+    what = f"--html {directory}"
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"{what}: is a file; give a directory for {INDEX_HTML}, {FRONTIER_PNG} and {BATCH_SIZE_PNG}")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in (INDEX_HTML, FRONTIER_PNG, BATCH_SIZE_PNG):
+            if (directory / name).exists() and not (directory / name).is_file():
+                raise ConfigError(f"{what}: {directory / name} is not a file, and the report writes one there")
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot write the report there: {exc.strerror or exc}") from None
 
 
 def write_report(directory: Path, cells: Sequence[CellResult], *, title: str, summary_lines: Sequence[str] = (),

@@ -20,15 +20,21 @@ step up would cost.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from transcoder.codecs import LIBRDKAFKA_MAX_LEVEL
 from transcoder.errors import ConfigError
+from transcoder.evaluate.batches import Record, record_size
 from transcoder.evaluate.grid import batch_label
 from transcoder.evaluate.measure import CellResult
 
 MONTH_S = 30 * 24 * 3600
+#: Kafka's defaults a batch and a record must fit unless raised: the broker's message.max.bytes (a topic's
+#: max.message.bytes unless set: what the broker accepts as one batch, compressed) and the Java producer's
+#: max.request.size (the largest request, and record, it sends; librdkafka's message.max.bytes, 1,000,000 B).
+BROKER_MESSAGE_MAX_BYTES = 1_048_588
+PRODUCER_MAX_REQUEST_SIZE = 1_048_576
 #: With no budget and no minimum ratio: the cheapest cell within this share of the best ratio among the
 #: cells that compress at least MIN_MB_S per core (slower codecs make a producer's compression its limit).
 NEAR_BEST = 0.95
@@ -54,6 +60,52 @@ class Workload:
             raise ConfigError(f"--fanout must be 0 or more, not {self.fanout}")
         if self.cpu_budget is not None and self.rate is None:
             raise ConfigError("--cpu-budget needs the topic's rate: give --rate, or --topic to read it from")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a batch and a record must fit: the producers' default max.request.size, and the destination's
+    max.message.bytes (`max_message_bytes`, when known; else the broker's default message.max.bytes)."""
+
+    max_message_bytes: int | None = None
+    largest_record_bytes: int = 0  # the sample's largest record (key, value, headers)
+    records_over: int = 0  # records of the sample above `max_batch_bytes`
+
+    @classmethod
+    def of(cls, records: Iterable[Record], max_message_bytes: int | None = None) -> Limits:
+        """The limits of a destination with `max_message_bytes` (None: unknown), and the sample's records."""
+        limits = cls(max_message_bytes)
+        sizes = [record_size(r) for r in records]
+        return cls(max_message_bytes, max(sizes, default=0), sum(n > limits.max_batch_bytes for n in sizes))
+
+    @property
+    def max_batch_bytes(self) -> int:
+        """The largest batch.size that needs no default raised."""
+        return min(PRODUCER_MAX_REQUEST_SIZE, self.max_message_bytes or BROKER_MESSAGE_MAX_BYTES)
+
+    def _above(self, n: int) -> str:
+        over = [f"the producers' default max.request.size ({PRODUCER_MAX_REQUEST_SIZE:,} B)"]
+        if self.max_message_bytes is not None:
+            if n > self.max_message_bytes:
+                over.append(f"the topic's max.message.bytes ({self.max_message_bytes:,} B)")
+        elif n > BROKER_MESSAGE_MAX_BYTES:
+            over.append(f"the broker's default message.max.bytes ({BROKER_MESSAGE_MAX_BYTES:,} B)")
+        return " and ".join(over)
+
+    def warnings(self, batch_sizes: Sequence[int], chosen: int | None = None) -> list[str]:
+        """One line per batch size above the limits (marked ⚠ in the table), and one for the sample's records."""
+        out = []
+        for b in sorted(set(batch_sizes)):
+            if b > self.max_batch_bytes:
+                which = "the recommended batch size" if b == chosen else "cells marked ⚠"
+                out.append(f"⚠ {batch_label(b)} batches ({which}) are above {self._above(b)}: producers need "
+                           "max.request.size (librdkafka: message.max.bytes) raised, and the topic a "
+                           "max.message.bytes that holds a whole compressed batch.")
+        if self.records_over:
+            out.append(f"⚠ {self.records_over:,} record(s) of the sample are above "
+                       f"{self._above(self.largest_record_bytes)} (the largest: {self.largest_record_bytes:,} B): producers refuse them "
+                       "(RecordTooLargeException) unless those limits are raised, whatever the codec.")
+        return out
 
 
 @dataclass(frozen=True)
@@ -112,6 +164,8 @@ class Recommendation:
     next_up: CellResult | None  # the next cell on the frontier above the chosen one (what more ratio costs)
     frontier: list[CellResult]
     text: str
+    limits: Limits = Limits()
+    warnings: tuple[str, ...] = ()  # batch sizes and records above Kafka's limits (in `text` too)
 
     def as_dict(self, w: Workload) -> dict[str, object]:
         def one(c: CellResult | None) -> dict[str, object] | None:
@@ -124,11 +178,15 @@ class Recommendation:
                 "ratio": round(self.chosen.ratio, 4), "rule": self.rule, "text": self.text,
                 "workload": asdict(w), "recommended": one(self.chosen), "current": one(self.current),
                 "next_up": one(self.next_up),
-                "frontier": [f"{c.label}@{c.batch_bytes}" for c in self.frontier]}
+                "frontier": [f"{c.label}@{c.batch_bytes}" for c in self.frontier],
+                "max_batch_bytes": self.limits.max_batch_bytes, "warnings": list(self.warnings)}
 
 
-def recommend(cells: Sequence[CellResult], w: Workload, *, current: CellResult | None = None) -> Recommendation:
-    """The cell to choose for the workload, and why. ConfigError when no cell meets the constraints."""
+def recommend(cells: Sequence[CellResult], w: Workload, *, current: CellResult | None = None,
+              limits: Limits | None = None) -> Recommendation:
+    """The cell to choose for the workload, and why, with a warning for each batch size and for records above
+    Kafka's limits (`limits`; default: Kafka's defaults). ConfigError when no cell meets the constraints."""
+    limits = limits or Limits()
     w.check()
     if not cells:
         raise ConfigError("nothing to recommend from: the grid is empty")
@@ -159,8 +217,10 @@ def recommend(cells: Sequence[CellResult], w: Workload, *, current: CellResult |
     whole = frontier(cells, w)
     higher = [c for c in whole if c.ratio > chosen.ratio]
     next_up = higher[0] if higher else None
+    warnings = limits.warnings([c.batch_bytes for c in cells], chosen.batch_bytes)
+    text = "\n".join([explain(chosen, rule, current, next_up, w), *warnings])
     return Recommendation(chosen=chosen, rule=rule, current=current, next_up=next_up, frontier=whole,
-                          text=explain(chosen, rule, current, next_up, w))
+                          text=text, limits=limits, warnings=tuple(warnings))
 
 
 def _bytes(n: float) -> str:

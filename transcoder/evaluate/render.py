@@ -15,9 +15,10 @@ HEADERS = ("setting", "batch", "records", "uncompressed", "compressed", "ratio",
            "compress MB/s/core", "decompress MB/s/core", "compress CPU s/1M", "decompress CPU s/1M")
 
 
-def _row(c: CellResult, chosen: tuple[str, int | None, int] | None) -> tuple[str, ...]:
+def _row(c: CellResult, chosen: tuple[str, int | None, int] | None, max_batch: int | None) -> tuple[str, ...]:
     mark = " ◀" if chosen == (c.codec, c.level, c.batch_bytes) else ""
-    return (c.label + mark, batch_label(c.batch_bytes), f"{c.records:,}", f"{c.uncompressed_bytes:,}",
+    over = " ⚠" if max_batch is not None and c.batch_bytes > max_batch else ""  # above Kafka's limits: see the text
+    return (c.label + mark, batch_label(c.batch_bytes) + over, f"{c.records:,}", f"{c.uncompressed_bytes:,}",
             f"{c.compressed_bytes:,}", f"{c.ratio:.2f}x", f"{c.bytes_per_record:,.1f}", cell_text(c.compress_mb_s, ",.1f"),
             cell_text(c.decompress_mb_s, ",.1f"), f"{c.compress_cpu_s_per_1m:.3f}", f"{c.decompress_cpu_s_per_1m:.3f}")
 
@@ -28,13 +29,17 @@ def _chosen(recommendation: Mapping[str, object] | None) -> tuple[str, int | Non
     return (recommendation["codec"], recommendation["level"], recommendation["batch_bytes"])  # type: ignore[return-value]
 
 
+def _max_batch(recommendation: Mapping[str, object] | None) -> int | None:
+    return (recommendation or {}).get("max_batch_bytes")  # type: ignore[return-value]
+
+
 def table(cells: Sequence[CellResult], title: str, recommendation: Mapping[str, object] | None = None) -> object:
-    """A rich table; the recommended cell marked ◀."""
-    return rich_rows(HEADERS, [_row(c, _chosen(recommendation)) for c in cells], title, 2)
+    """A rich table; the recommended cell marked ◀, batch sizes above Kafka's limits ⚠."""
+    return rich_rows(HEADERS, [_row(c, _chosen(recommendation), _max_batch(recommendation)) for c in cells], title, 2)
 
 
 def markdown(cells: Sequence[CellResult], recommendation: Mapping[str, object] | None = None) -> str:
-    out = markdown_rows(HEADERS, [_row(c, _chosen(recommendation)) for c in cells])
+    out = markdown_rows(HEADERS, [_row(c, _chosen(recommendation), _max_batch(recommendation)) for c in cells])
     if recommendation:
         out += "\n\n" + "\n".join(f"> {line}" for line in str(recommendation["text"]).splitlines())
     return out
