@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, OffsetSpec
@@ -19,6 +19,99 @@ from transcoder.kafka.clients import retriable
 class TopicShape:
     name: str
     partitions: int
+
+
+#: Kafka's answers about a topic created a moment ago, before each of its partitions has a leader that every broker
+#: knows: waited out (bounded by SETTLE_S, or the caller's timeout), never reported as an unreachable cluster.
+SETTLING_ERRORS = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                             KafkaError.UNKNOWN_TOPIC_OR_PART})
+#: How long a new topic's partitions may take to get their leaders (a busy 2-core machine: seconds).
+SETTLE_S = 30.0
+
+T = TypeVar("T")
+
+
+def settling(exc: BaseException) -> bool:
+    """Whether `exc` is one of SETTLING_ERRORS: a KafkaException carrying it, or a transcoder error naming it."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].code() in SETTLING_ERRORS
+    names = {KafkaError(code).name() for code in SETTLING_ERRORS}
+    return isinstance(exc, TranscoderError) and exc.kafka_error in names
+
+
+def wait_settled(attempt: Callable[[], T], *, timeout_s: float = SETTLE_S, clock: Callable[[], float] | None = None,
+                 sleep: Callable[[float], None] | None = None, first_wait_s: float = 0.05,
+                 max_wait_s: float = 1.0) -> T:
+    """`attempt()`'s result, calling it again while it raises a settling error (`settling`: a topic created a moment
+    ago), waiting `first_wait_s` doubling up to `max_wait_s` in between, for at most `timeout_s`; then that last
+    error. Any other exception is raised at once. For every read of a topic transcoder has just created."""
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    deadline = clock() + timeout_s
+    wait = first_wait_s
+    while True:
+        try:
+            return attempt()
+        except (KafkaException, TranscoderError) as exc:
+            left = deadline - clock()
+            if not settling(exc) or left <= 0:
+                raise
+            sleep(min(wait, left))
+            wait = min(wait * 2, max_wait_s)
+
+
+def leaderless(topic: Any) -> dict[int, str]:
+    """Pure: the partitions of a topic's metadata (confluent-kafka's TopicMetadata) that have no leader yet, each
+    with Kafka's error name (or "no leader")."""
+    return {p.id: (p.error.name() if p.error is not None else "no leader")
+            for p in topic.partitions.values() if p.error is not None or p.leader < 0}
+
+
+def wait_leaders(admin: AdminClient, name: str, *, timeout_s: float = SETTLE_S,
+                 clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None) -> TopicShape:
+    """The shape of a topic just created, once it is in the metadata and every partition has a leader (what a read
+    or a write right after CreateTopics needs), waited for at most `timeout_s`; else TopicError naming the topic and
+    the partitions without one."""
+
+    def attempt() -> TopicShape:
+        try:
+            md = admin.list_topics(topic=name, timeout=10.0)
+        except KafkaException as exc:
+            raise _failure(exc, f"cannot describe topic {name}", KafkaUnavailableError, topic=name) from exc
+        t = md.topics.get(name)
+        if t is None or (t.error is not None and t.error.code() in SETTLING_ERRORS):
+            err = t.error.name() if t is not None and t.error is not None else "UNKNOWN_TOPIC_OR_PART"
+            raise TopicError(f"topic {name} was created but is not in the metadata yet ({err})", topic=name,
+                             kafka_error=err, retriable=True)
+        if t.error is not None:
+            raise TopicError(f"topic {name}: {_plain(t.error)}", topic=name, kafka_error=t.error.name(),
+                             retriable=retriable(t.error))
+        missing = leaderless(t)
+        if missing:
+            first = min(missing)
+            raise TopicError(f"topic {name} was created but partition(s) {', '.join(map(str, sorted(missing)))} "
+                             f"have no leader ({missing[first]})", topic=name, partition=first, retriable=True,
+                             kafka_error=KafkaError(KafkaError.LEADER_NOT_AVAILABLE).name())
+        # a leader in the metadata may not serve its partition yet (NOT_LEADER_FOR_PARTITION for a moment after;
+        # KRaft brokers apply the new leadership after publishing it): ask each one, as the next read will
+        futures = admin.list_offsets({TopicPartition(name, p): OffsetSpec.latest() for p in t.partitions},
+                                     request_timeout=10)
+        for tp, fut in sorted(futures.items(), key=lambda kv: kv[0].partition):
+            try:
+                fut.result()
+            except KafkaException as exc:
+                raise _failure(exc, f"topic {name} was created but partition {tp.partition} does not answer",
+                               KafkaUnavailableError, topic=name, partition=tp.partition) from exc
+        return TopicShape(name=name, partitions=len(t.partitions))
+
+    try:
+        return wait_settled(attempt, timeout_s=timeout_s, clock=clock, sleep=sleep)
+    except TranscoderError as exc:
+        if not settling(exc):
+            raise
+        raise TopicError(f"{exc} after {timeout_s:.0f} s: check the brokers (their logs, and that enough of them "
+                         "are up for the replication factor)", topic=name, partition=exc.partition,
+                         kafka_error=exc.kafka_error) from exc
 
 
 def _retriable(exc: BaseException) -> bool:
@@ -87,12 +180,8 @@ def ensure(admin: AdminClient, name: str, *, partitions: int | None, replication
         return existing, False
     create_topic(admin, NewTopic(name, num_partitions=partitions or 1, replication_factor=replication_factor,
                             config=dict(config or {})), timeout)
-    deadline = time.monotonic() + timeout
-    while (shape := describe(admin, name)) is None:  # metadata reaches the broker asked a moment later
-        if time.monotonic() >= deadline:
-            raise TopicError(f"topic {name} was created but is not visible in metadata after {timeout:.0f} s")
-        time.sleep(0.1)
-    return shape, True
+    # metadata reaches the broker asked a moment later, and each partition's leader after it
+    return wait_leaders(admin, name, timeout_s=timeout), True
 
 
 _AUTH_ERRORS = {

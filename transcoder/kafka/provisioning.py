@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from transcoder.codecs import ZSTD_MIN_PRODUCE_VERSION, broker_recompresses
 from transcoder.config import Config
 from transcoder.errors import TopicError
-from transcoder.kafka.admin import TopicConfigs, TopicShape, create_topic, describe, describe_configs
+from transcoder.kafka.admin import TopicConfigs, TopicShape, create_topic, describe, describe_configs, wait_leaders
 from transcoder.kafka.clients import check_properties, connect_admin
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.pipeline import routes
@@ -237,6 +237,7 @@ def create_missing(dst: AdminClient, provision: Provision) -> list[str]:
     for d in provision.to_create:
         create_topic(dst, NewTopic(d.topic, num_partitions=d.partitions, replication_factor=-1,
                               config=d.create_configs), 30.0)
+        wait_leaders(dst, d.topic)  # the lanes write to it next: every partition has its leader first
         created.append(d.topic)
     return created
 
