@@ -45,8 +45,10 @@ def test_higher_zstd_levels_compress_repetitive_logs_at_least_as_well():
 def test_bad_batches_are_refused():
     with pytest.raises(ValueError, match="at least one record"):
         encode_batch([])
-    with pytest.raises(ValueError, match="outside 1..22"):
+    with pytest.raises(ValueError, match="zstd level 23 is outside -131072..22"):  # zstd's fast levels are negative
         encode_batch(RECORDS, codec="zstd", level=23)
+    with pytest.raises(ValueError, match="zstd level -131073 is outside -131072..22"):
+        encode_batch(RECORDS, codec="zstd", level=-131073)
     with pytest.raises(ValueError, match="unknown codec 'brotli'"):
         encode_batch(RECORDS, codec="brotli")  # type: ignore[arg-type]
 
