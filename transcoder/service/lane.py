@@ -51,6 +51,11 @@ STALL_S = 15.0
 #: One read of the group's committed offsets on assignment waits this long; while they cannot be read (Kafka
 #: unreachable, or unstable: a transaction still open) the lane says so (readiness) and asks again.
 COMMITTED_READ_S = 10.0
+#: exactly-once on record sets: what a transaction's batches may hold unacknowledged at least (record bytes), and at
+#: first what the slowest codec (zstd 22 on a busy core: a few hundred kB/s) drains in half the drain limit; the
+#: lane then sizes it by how long its drains take (Lane._size_transactions).
+TXN_MIN_BYTES = 64 << 10
+SLOWEST_CODEC_BYTES_PER_S = 128 << 10
 
 
 def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
@@ -144,6 +149,14 @@ class Lane:
         #: (transaction_timeout_ms), the rest left for the commit. A slow destination (a quota) takes its time;
         #: aborting sooner would throw the transaction's work away and start the same one again.
         self._drain_limit_s = config.transaction_timeout_ms / 2000
+        #: ... and what its batches may hold unacknowledged at once (record bytes; the writer is handed no more), so
+        #: that the drain takes about `_drain_target_s` (the commit interval, at most an eighth of the transaction's
+        #: life): a codec slower than the commit interval commits smaller transactions instead of missing the drain
+        #: limit, aborting, and reading the same records again. Follows the drains (_size_transactions).
+        self._drain_target_s = min(config.commit_interval_ms / 1000, self._drain_limit_s / 4)
+        self._txn_bytes = min(config.max_in_flight_bytes,
+                              max(TXN_MIN_BYTES, int(SLOWEST_CODEC_BYTES_PER_S * self._drain_limit_s / 2)))
+        self._drain_from = 0  # bytes in flight when the current drain began
         self._down_since = 0.0
         #: live scoring's capture (evaluate: in the config); None: off, and the loop does not look further
         self.sampler = scorer.sampler({d: (s, self.writer.target_of[d].destination)
@@ -462,7 +475,7 @@ class Lane:
         # returns a first batch larger than that), and hands the writer records up to the room in record bytes
         # (at least one), as a paused librdkafka consumer would. Compressed source batches hold more record
         # bytes than they take: what does not fit waits here, and its partition is not fetched meanwhile.
-        room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
+        room = self._room()
         fetched = self.fetcher.fetch(budget=max(room, 1), skip=self._pending) if not idle else {}
         now = time.monotonic()
         for tp, f in fetched.items():
@@ -472,7 +485,7 @@ class Lane:
                 if self._eos and tp not in self._last_committed and tp not in self._txn_first:
                     self._txn_first[tp] = int(f.records.span(0, 1)[0])
         for tp, (records, start) in list(self._pending.items()):
-            room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
+            room = self._room()
             if room <= 0 or draining:
                 break
             stop = records.fit(start, room)
@@ -601,11 +614,35 @@ class Lane:
         if self._draining_since is None:
             self.writer.tick(now, flush=True)
             self._draining_since = now
+            self._drain_from = self.ledger.in_flight_bytes
         doomed = self.writer.transaction_doomed()
         if self.ledger.in_flight_bytes > 0 and not doomed and now - self._draining_since < self._drain_limit_s:
             return None
-        self._draining_since = None
+        since, self._draining_since = self._draining_since, None
+        if not doomed:
+            self._size_transactions(now - since)
         return self.ledger.in_flight_bytes == 0 and not doomed
+
+    def _room(self) -> int:
+        """Record bytes the writer may be handed now: what max_in_flight_bytes leaves, and exactly-once on record
+        sets what the open transaction may hold unacknowledged (`_txn_bytes`)."""
+        room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
+        if self._eos and self._batched:
+            room = min(room, self._txn_bytes - self.ledger.in_flight_bytes)
+        return room
+
+    def _size_transactions(self, took: float) -> None:
+        """After a drain of `_drain_from` bytes that took `took` seconds: what a transaction may hold from now on.
+        Scaled to the drain target after a slow drain (the codec or the destination is slower than the bytes held
+        need), doubled after a quick one that held at least half of it, up to max_in_flight_bytes."""
+        was, target, held = self._txn_bytes, self._drain_target_s, self._drain_from
+        if took > target and held > 0:
+            self._txn_bytes = max(min(TXN_MIN_BYTES, self.config.max_in_flight_bytes), int(held * target / took))
+        elif took <= target / 2 and held >= was // 2:
+            self._txn_bytes = min(self.config.max_in_flight_bytes, 2 * was)
+        if self._txn_bytes != was:
+            log.debug("transaction_sized", lane=self.spec.name, bytes=self._txn_bytes, drained_bytes=held,
+                      drain_s=round(took, 3), target_s=target)
 
     def _rewind(self, tps: list[Partition]) -> None:
         """Seek each partition back to its last commit (or where this assignment began reading)."""
