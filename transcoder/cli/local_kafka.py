@@ -39,7 +39,8 @@ def local_kafka_fetch(kafka: Any) -> None:
 @click.option("--controller-port", type=int, default=None, help="KRaft controller port (default: a free one).")
 @click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds to wait for the broker to answer.")
 @click.option("--secured", is_flag=True,
-              help="Also open a SASL_SSL listener (SCRAM-SHA-512) and an mTLS listener, with a CA, certificates "
+              help="Also open a SASL_SSL listener (SCRAM-SHA-512 and -256, PLAIN, OAUTHBEARER with unsecured "
+                   "JWTs) and an mTLS listener, with a CA, certificates "
                    "and a password generated into the state directory.")
 @click.pass_obj
 def local_kafka_up(kafka: Any, port: int | None, controller_port: int | None, timeout: float, secured: bool) -> None:

@@ -37,13 +37,13 @@ class _Cli(click.Group):
         try:
             return super().invoke(ctx)
         except TranscoderError as exc:
-            click.echo(f"transcoder: error: {exc}", err=True)
+            click.echo(logs.redact(f"transcoder: error: {exc}"), err=True)
             ctx.exit(exc.exit_code)
         except Exception as exc:
             reason = _refused_properties(exc)
             if reason is None:
                 raise
-            click.echo(f"transcoder: error: {reason}", err=True)
+            click.echo(logs.redact(f"transcoder: error: {reason}"), err=True)
             ctx.exit(ConfigError.exit_code)
 
 
@@ -81,7 +81,7 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
     (${env:VAR}, ${file:/path}, ${file:/path:key}), never typed on a command line where `ps` shows them."""
     import os
 
-    from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, resolve_references
+    from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, remember, resolve_references
 
     out = {}
     for item in values:
@@ -99,6 +99,7 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
             except ValueError as exc:
                 raise ConfigError(f"-X {key}: {exc}") from None
         out[key] = val
+    remember(out)
     return out
 
 
@@ -106,6 +107,10 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
 @click.version_option(__version__, prog_name="transcoder")
 @click.option("--log-level", default="info", show_default=True, envvar="TRANSCODER_LOG_LEVEL",
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
-def main(log_level: str) -> None:
+@click.option("--debug-clients", is_flag=True, envvar="TRANSCODER_DEBUG_CLIENTS",
+              help="Also log the Kafka clients' own debug lines (kafka-python's requests and responses by type, "
+                   "librdkafka's debug contexts " + logs.RDKAFKA_DEBUG_CONTEXTS + "), each cut to "
+                   f"{logs.MAX_CLIENT_LINE} characters: never record contents, never a secret. Verbose.")
+def main(log_level: str, debug_clients: bool) -> None:
     """Copy Kafka topics into per-codec destination topics and measure what each codec costs and saves."""
-    logs.configure(log_level)
+    logs.configure(log_level, debug_clients=debug_clients)

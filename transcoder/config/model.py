@@ -29,7 +29,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from transcoder.codecs.names import Codec, built_here, check_level
-from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, resolve_references
+from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, remember, resolve_references
 
 #: Properties transcoder sets itself on every client: a user value would break a guarantee.
 _OWNED_PROPERTIES = frozenset({
@@ -132,6 +132,7 @@ class Cluster(_Model):
                 except ValueError as exc:
                     raise ValueError(f"{key}: {exc}") from None
             out[key] = SecretStr(str(value)) if key in SECRET_PROPERTIES else value
+        remember(out)  # never printed from now on, in any form (transcoder.logs.REDACTOR)
         return out
 
     def librdkafka(self) -> dict[str, Any]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from transcoder.logs import MIN_REDACTED_LENGTH, REDACTOR
 
 #: librdkafka properties that hold credentials: never inline, never logged, never exported.
 SECRET_PROPERTIES = frozenset({
@@ -60,3 +63,37 @@ def _property(line: str) -> tuple[str, str, str]:
         return "", "", ""
     m = re.match(r"([^=:\s]+)\s*([=:]|\s)\s*(.*)", line)
     return (m.group(1), m.group(2), m.group(3).strip()) if m else (line, "", "")
+
+
+#: A secret option inside a JAAS config: password="...", clientSecret='...', token=....
+_JAAS_SECRET = re.compile(r"""(?i)\b(\w*(?:password|secret|token))\s*=\s*["']?([^"'\s;]+)""")
+
+
+def secret_texts(conf: Mapping[str, Any]) -> set[str]:
+    """Every secret a client config holds (SECRET_PROPERTIES, revealed or a pydantic SecretStr) and what a
+    client sends of it: SASL PLAIN's `authzid\\0user\\0password` messages, each line of a PEM body."""
+    def reveal(value: Any) -> str:
+        value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+        return "" if value is None else str(value)
+
+    out: set[str] = set()
+    for key in SECRET_PROPERTIES:
+        value = reveal(conf.get(key)).strip()
+        if not value:
+            continue
+        out.add(value)
+        for line in value.splitlines():  # a PEM body, line by line; `key=value` lines of a JAAS or an oauth config
+            line = line.strip()
+            if line and not line.startswith("-----"):
+                out.add(line)
+        # A JAAS config's password (or client secret, token) on its own, as a login module may send it.
+        out.update(m.group(2) for m in _JAAS_SECRET.finditer(value))
+    password, user = reveal(conf.get("sasl.password")), reveal(conf.get("sasl.username"))
+    if password and user:
+        out.update({f"{user}\0{user}\0{password}", f"\0{user}\0{password}"})  # RFC 4616, as clients send it
+    return {s for s in out if len(s) >= MIN_REDACTED_LENGTH}
+
+
+def remember(conf: Mapping[str, Any]) -> None:
+    """Make the secrets of `conf` unprintable from now on, in every log line and error (logs.REDACTOR)."""
+    REDACTOR.add(secret_texts(conf))

@@ -54,6 +54,10 @@ _STATE_FILE = "state.json"
 #: The SCRAM user of the secured listeners (`up(secured=True)`); its password is generated once per state dir.
 SCRAM_USER = "transcoder"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
+#: Every SASL mechanism the SASL_SSL listener offers: SCRAM (both digests) and PLAIN for SCRAM_USER and its
+#: password; OAUTHBEARER with Kafka's unsecured JWT validator (the default when no validator is configured:
+#: any unsigned token is accepted, its `sub` claim the principal) for clients' `enable.sasl.oauthbearer.unsecure.jwt`.
+SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER")
 
 
 def default_cache_dir() -> Path:
@@ -120,7 +124,7 @@ class BrokerState:
     #: address) instead of its own, so clients that bootstrap through the proxy stay behind it.
     proxied_port: int | None = None
     proxied_bootstrap: str | None = None
-    #: With `secured`: a SASL_SSL listener (SCRAM-SHA-512) and an SSL listener that requires a client
+    #: With `secured`: a SASL_SSL listener (SASL_MECHANISMS) and an SSL listener that requires a client
     #: certificate (mTLS), both with the broker certificate of `certs_dir` (see transcoder.dev.certs).
     sasl_ssl_bootstrap: str | None = None
     ssl_bootstrap: str | None = None
@@ -140,14 +144,18 @@ class BrokerState:
     def certs(self) -> certs.CertPaths | None:
         return certs.CertPaths(Path(self.certs_dir)) if self.certs_dir else None
 
-    def sasl_ssl_config(self) -> dict[str, str]:
-        """librdkafka properties for the SASL_SSL listener, password revealed (for tests and tools; never log)."""
+    def sasl_ssl_config(self, mechanism: str = SCRAM_MECHANISM) -> dict[str, str]:
+        """librdkafka properties for the SASL_SSL listener with one of SASL_MECHANISMS, password revealed (for
+        tests and tools; never log)."""
         if self.sasl_ssl_bootstrap is None or self.certs is None or self.sasl_password_file is None:
             raise LocalKafkaError("the local broker was started without --secured")
-        return {"bootstrap.servers": self.sasl_ssl_bootstrap, "security.protocol": "SASL_SSL",
-                "sasl.mechanism": SCRAM_MECHANISM, "sasl.username": self.sasl_username or SCRAM_USER,
-                "sasl.password": Path(self.sasl_password_file).read_text().strip(),
-                "ssl.ca.location": str(self.certs.ca)}
+        conf = {"bootstrap.servers": self.sasl_ssl_bootstrap, "security.protocol": "SASL_SSL",
+                "sasl.mechanism": mechanism, "ssl.ca.location": str(self.certs.ca)}
+        if mechanism == "OAUTHBEARER":
+            return {**conf, "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                    "sasl.oauthbearer.config": f"principal={self.sasl_username or SCRAM_USER}"}
+        return {**conf, "sasl.username": self.sasl_username or SCRAM_USER,
+                "sasl.password": Path(self.sasl_password_file).read_text().strip()}
 
     def ssl_config(self) -> dict[str, str]:
         """librdkafka properties for the mTLS listener, key password revealed (for tests and tools; never log)."""
@@ -184,9 +192,10 @@ def _check_port_free(port: int) -> None:
 
 def _server_properties(port: int, controller_port: int, data_dir: Path,
                        proxied: tuple[int, int] | None = None,
-                       secured: tuple[int, int, certs.CertPaths] | None = None) -> str:
+                       secured: tuple[int, int, certs.CertPaths] | None = None, sasl_password: str = "") -> str:
     """server.properties; `proxied`: (bound port, advertised port) of a PROXIED listener, else none;
-    `secured`: (SASL_SSL port, SSL port, certificates) of the secured listeners, else none."""
+    `secured`: (SASL_SSL port, SSL port, certificates) of the secured listeners, else none, with `sasl_password`
+    SCRAM_USER's password for PLAIN (the file is then private to its owner)."""
     listeners = [f"PLAINTEXT://127.0.0.1:{port}", f"CONTROLLER://127.0.0.1:{controller_port}"]
     advertised = [f"PLAINTEXT://127.0.0.1:{port}"]
     protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
@@ -207,9 +216,18 @@ def _server_properties(port: int, controller_port: int, data_dir: Path,
             "ssl.keystore.location": str(paths.broker_keystore),
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(paths.ca),
-            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            # PLAIN's users are its JAAS options (user_NAME="password"): Kafka hides the value in its own logs.
+            "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{SCRAM_USER}="{sasl_password}";',
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                f'unsecuredLoginStringClaim_sub="{SCRAM_USER}";',
             "listener.name.ssl.ssl.client.auth": "required",
         }
     props = {
@@ -329,9 +347,14 @@ class LocalKafka:
                 with os.fdopen(fd, "w") as f:
                     f.write(secrets.token_hex(16))  # hex: nothing StorageTool's [name=..,password=..] would split on
             secured_at = (_free_port(), _free_port(), paths)
-            scram = ["--add-scram",
-                     f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={password_file.read_text().strip()}]"]
-        config_file.write_text(_server_properties(port, controller_port, data_dir, proxied, secured_at))
+            scram = [a for m in _SCRAM_MECHANISMS
+                     for a in ("--add-scram", f"{m}=[name={SCRAM_USER},password={password_file.read_text().strip()}]")]
+        # Owner-only: with `secured`, PLAIN's password is in it.
+        fd = os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(_server_properties(port, controller_port, data_dir, proxied, secured_at,
+                                       password_file.read_text().strip() if secured else ""))
         classpath = os.path.join(libs, "*")
         java = _java()
 
@@ -507,6 +530,10 @@ class LocalKafka:
         return proc.stdout
 
 
+#: The SCRAM mechanisms of SASL_MECHANISMS: SCRAM_USER has a credential for each.
+_SCRAM_MECHANISMS = tuple(m for m in SASL_MECHANISMS if m.startswith("SCRAM-"))
+
+
 def _upsert_scram_user(state: BrokerState) -> None:
     """Set the SCRAM user's password over the PLAINTEXT listener (data kept from an `up` that did not add it)."""
     from confluent_kafka.admin import (
@@ -518,11 +545,12 @@ def _upsert_scram_user(state: BrokerState) -> None:
 
     assert state.sasl_password_file is not None and state.sasl_username is not None
     admin = AdminClient({"bootstrap.servers": state.bootstrap, "log_level": 0, "logger": _Silent()})
-    upsert = UserScramCredentialUpsertion(
-        state.sasl_username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-        Path(state.sasl_password_file).read_text().strip().encode(), secrets.token_bytes(16))
+    password = Path(state.sasl_password_file).read_text().strip().encode()
+    upserts = [UserScramCredentialUpsertion(state.sasl_username, ScramCredentialInfo(m, 8192), password,
+                                            secrets.token_bytes(16))
+               for m in (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)]
     try:
-        for fut in admin.alter_user_scram_credentials([upsert]).values():
+        for fut in admin.alter_user_scram_credentials(upserts).values():
             fut.result(timeout=30)
     except Exception as exc:  # noqa: BLE001 - any failure here means the secured listener cannot be used
         raise LocalKafkaError(f"could not add the SCRAM user {state.sasl_username}: {exc}") from None

@@ -14,8 +14,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from transcoder.config import SECRET_PROPERTIES
+from transcoder.config.secrets import remember
 from transcoder.errors import ConfigError, KafkaUnavailableError
-from transcoder.logs import RDKAFKA_LOGGER
+from transcoder.logs import RDKAFKA_LOGGER, client_debug_contexts
 
 #: librdkafka's logs go to this stdlib logger; it is quiet below WARNING unless asked.
 
@@ -64,8 +65,13 @@ def retriable(err: KafkaError) -> bool:
 
 
 def client_config(base: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-    """A librdkafka config with our logger and an error tracker under `error_cb`."""
+    """A librdkafka config with our logger, an error tracker under `error_cb`, and librdkafka's debug contexts
+    when `--debug-clients` asks for them; its secrets are redacted from all output from now on."""
     conf: dict[str, Any] = {**base, **extra}
+    remember(conf)
+    contexts = client_debug_contexts()
+    if contexts is not None:
+        conf.setdefault("debug", contexts)
     conf.setdefault("logger", logging.getLogger(RDKAFKA_LOGGER))
     conf.setdefault("error_cb", ErrorTracker())
     return conf
@@ -182,6 +188,7 @@ def check_properties(base: Mapping[str, Any], where: str) -> None:
     A throwaway client without bootstrap servers is built and dropped: it connects nowhere, and what it logs
     goes nowhere. The reason never shows a secret's value (it is replaced by ***).
     """
+    remember(base)
     conf = {k: v for k, v in base.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
     # A logger of its own, in no hierarchy, never enabled: what the throwaway client logs (no bootstrap servers,
     # the refused property) is said by the error, once.
