@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import time
 
-import structlog
+import pytest
 from confluent_kafka import TopicPartition
 
 from tests.support.records import produce_transactions, read_all
-from transcoder.kafka import fetcher as fetcher_module
-from transcoder.kafka.fetcher import Fetcher
+from transcoder.kafka.fetcher import Fetcher, SourceLoss
 
 
 def drain(f: Fetcher, rounds: int = 200) -> dict[tuple[str, int], list[tuple]]:
@@ -44,26 +43,30 @@ def test_every_committed_record_of_every_partition(kafka, topic_factory):
     assert sum(map(len, got.values())) == 6 * 900
 
 
-def test_records_gone_before_they_were_fetched_reset_the_position_and_say_so(kafka, topic_factory, admin,
-                                                                             producer_factory, fresh_structlog,
-                                                                             monkeypatch):
-    monkeypatch.setattr(fetcher_module, "log", structlog.get_logger("transcoder.fetcher"))
+@pytest.mark.parametrize("past_loss", [True, False])
+def test_records_gone_before_they_were_fetched_are_a_loss_for_the_caller(kafka, topic_factory, admin,
+                                                                         producer_factory, past_loss):
     topic = topic_factory(partitions=1)
     p = producer_factory()
     for i in range(100):
         p.produce(topic, value=b"v%d" % i, partition=0)
     p.flush(30)
     admin.delete_records([TopicPartition(topic, 0, 60)])[TopicPartition(topic, 0, 60)].result(30)
-    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", max_wait_ms=100)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", max_wait_ms=100, past_loss=past_loss)
     try:
         f.assign({(topic, 0): 10})
-        with structlog.testing.capture_logs() as logs:
-            got = drain(f)
+        got: dict = drain(f) if past_loss else {}
+        for _ in range(0 if past_loss else 5):
+            got.update(f.fetch())
+        losses = f.take_losses()
+        position = f.positions[(topic, 0)]
     finally:
         f.close()
-    assert [r[3] for r in got[(topic, 0)]] == [b"v%d" % i for i in range(60, 100)]
-    (line,) = [e for e in logs if e["event"] == "offset_out_of_range"]
-    assert (line["topic"], line["partition"], line["offset"], line["reset_to"], line["skipped"]) == (topic, 0, 10, 60, 50)
+    assert losses == [SourceLoss(topic, 0, 10, 60, 100)] and losses[0].records == 50
+    if past_loss:  # on_source_loss: continue: read on from the first record after the gap
+        assert [r[3] for r in got[(topic, 0)]] == [b"v%d" % i for i in range(60, 100)]
+    else:  # stop: the position stays at the gap, the partition is not fetched again
+        assert not got.get((topic, 0)) and position == 10
 
 
 def test_latest_starts_at_the_end_and_paused_partitions_wait(kafka, topic_factory, producer_factory):

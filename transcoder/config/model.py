@@ -409,6 +409,15 @@ class Config(_Model):
     #: exactly-once: a transaction left open by a crashed instance is aborted by the broker after this long.
     transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
     start: Literal["earliest", "latest"] | datetime = "earliest"
+    #: When records a lane has not copied yet are gone from its source (OffsetOutOfRange: retention or
+    #: DeleteRecords overtook the lane, or the topic was deleted and recreated): always logged (topic, partition,
+    #: offsets, records lost), counted (transcoder_source_records_lost_total) and marked in the offset map (verify
+    #: and cutover see the gap); then `stop` (the default) fails the lane, `run` exits non-zero, nothing past the
+    #: gap is copied or committed; `continue` copies on from the source's first record after the gap.
+    on_source_loss: Literal["stop", "continue"] = Field(
+        default="stop", description="What a lane does when source records it has not copied yet are gone "
+        "(retention, DeleteRecords, a recreated topic): stop (the default) or continue after the gap. Either way "
+        "the loss is logged, counted in transcoder_source_records_lost_total and marked in the offset map.")
     routes: list[Route] = Field(min_length=1)
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)

@@ -52,6 +52,26 @@ class _Ahead:
     pending: PendingFetch
 
 
+@dataclass(frozen=True)
+class SourceLoss:
+    """Records of a source partition gone before the lane read them: the next offset it needed (`offset`) is out
+    of the partition's range. `first` is the partition's first offset now (its low watermark); below `offset` when
+    the partition ends before the lane's position (truncated, or the topic deleted and recreated): how many
+    records were lost is then unknown."""
+
+    topic: str
+    partition: int
+    offset: int
+    first: int
+    #: the partition's end when the loss was found
+    end: int
+
+    @property
+    def records(self) -> int | None:
+        """How many records were lost (None: unknown, the partition starts again below the position)."""
+        return self.first - self.offset if self.first >= self.offset else None
+
+
 @dataclass
 class Fetched:
     """What one round of Fetches brought for one partition."""
@@ -65,7 +85,10 @@ class Fetcher:
     def __init__(self, librdkafka: Mapping[str, Any], client_id: str, *, max_bytes: int = 52_428_800,
                  partition_max_bytes: int = 1_048_576, max_wait_ms: int = 500, min_bytes: int = 1,
                  reset: str = "earliest", request_timeout_ms: int = REQUEST_TIMEOUT_MS,
-                 read_ahead: bool = True) -> None:
+                 read_ahead: bool = True, past_loss: bool = False) -> None:
+        """`past_loss`: where records the lane needs are gone (SourceLoss), fetch on from the partition's first
+        record (on_source_loss: continue); else its position stays at the gap (the lane stops). Either way the
+        loss is in `losses` for the caller."""
         self.client_id = client_id
         #: send the next round's Fetches as soon as a round is decoded (module doc)
         self.read_ahead = read_ahead
@@ -86,6 +109,13 @@ class Fetcher:
         self._unresolved: dict[Partition, str] = {}
         self._leaders: dict[Partition, int] = {}
         self._failures = FailureLog(client_id, logger=log)
+        self.past_loss = past_loss
+        #: losses found since the caller last took them (`take_losses`)
+        self.losses: list[SourceLoss] = []
+
+    def take_losses(self) -> list[SourceLoss]:
+        out, self.losses = self.losses, []
+        return out
 
     # ------------------------------------------------------------------ positions
     def assign(self, positions: Mapping[Partition, int | str | None]) -> None:
@@ -234,17 +264,22 @@ class Fetcher:
                                   error=name)
             return
         if name == "OffsetOutOfRangeError":
-            # The records from `offset` are gone (retention, truncation) or not there yet: reset, as
-            # auto.offset.reset says, and say how many were skipped.
+            # The records from `offset` are gone (retention, DeleteRecords: below the first offset now) or the
+            # partition ends before it (truncated, or the topic deleted and recreated): a loss, for the caller to
+            # log, count, mark and act on. With past_loss the partition is read on from its first record.
             try:
-                (start,) = self._info.list_offsets([tp], latest=self.reset == "latest").values()
+                (first,) = self._info.list_offsets([tp], latest=False).values()
+                (end,) = self._info.list_offsets([tp], latest=True).values()
             except KafkaUnavailableError as exc:  # asked again at the next round
                 self._failures.failed("list_offsets_failed", time.monotonic(), error=str(exc))
                 return
-            log.warning("offset_out_of_range", topic=tp[0], partition=tp[1], offset=offset, reset=self.reset,
-                        reset_to=start, skipped=max(0, start - offset),
-                        note="the records between were deleted before they were copied" if start > offset else "")
-            self.positions[tp] = start
+            if first <= offset <= end:  # in range again (the answer raced a leader change): fetch again
+                return
+            self.losses.append(SourceLoss(tp[0], tp[1], offset, first, end))
+            if self.past_loss and tp in self.positions:
+                self.positions[tp] = first
+            else:  # the caller stops: not fetched again meanwhile
+                self.paused.add(tp)
             return
         raise TranscoderError(f"fetching {tp[0]} [{tp[1]}] offset {offset}: {name}", topic=tp[0], partition=tp[1],
                               offset=offset, kafka_error=name)

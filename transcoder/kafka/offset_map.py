@@ -149,6 +149,32 @@ class OffsetMapRecorder:
             self._producer.flush(timeout)
 
 
+def store_lost(config: Config, gaps: list[tuple[str, str, int, int, int]], timeout: float) -> None:
+    """Mark source ranges lost before they were copied, as (source, destination, partition, lo, hi): source offsets
+    [lo, hi) of `partition` have no copy in `destination`, and never will. Each is one entry of its own, key
+    `<destination>/<partition>/lost/<lo>` (never compacted away by a run), stored now and outside any transaction:
+    the lane that found the loss may stop (or abort) next. DeliveryError when it cannot be stored."""
+    if not gaps:
+        return
+    producer = Producer(client_config(config.target_cluster.librdkafka(), **{
+        "client.id": "transcoder-offset-map-loss", "enable.idempotence": True}))
+    failed: list[str] = []
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err.str())
+
+    for source, dest, partition, lo, hi in gaps:
+        e = MapEntry(source, dest, partition, (), ((lo, hi),))
+        producer.produce(config.offset_map_topic, e.encode(), f"{dest}/{partition}/lost/{lo}".encode(),
+                         on_delivery=delivered)
+    left = producer.flush(timeout)
+    if failed or left:
+        why = failed[0] if failed else f"not acknowledged within {timeout:g} s"
+        raise DeliveryError(f"the offset map could not mark source records lost before they were copied in "
+                            f"{config.offset_map_topic}: {why}", topic=config.offset_map_topic)
+
+
 def read(config: Config, destination_topic: str, *, timeout: float = 60.0
          ) -> tuple[dict[int, PartitionMap], LaneHealth | None]:
     """The map of every partition of `destination_topic`, and its lane's health, read to the end seen now.

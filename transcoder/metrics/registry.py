@@ -208,6 +208,10 @@ class Metrics:
                               ["lane", "reason"], registry=r)
         self.dlq_records = Counter("transcoder_dlq_records_total", "Records written to the dead-letter topic.",
                                    ["lane"], registry=r)
+        self.source_records_lost = Counter(
+            "transcoder_source_records_lost_total", "Source records gone before the lane copied them (retention or "
+            "DeleteRecords overtook it, or the topic was recreated): never copied; marked in the offset map.",
+            ["lane", "topic", "partition"], registry=r)
         self.backpressure = Counter("transcoder_backpressure_pauses_total",
                                     "Times a lane paused consuming because too many bytes were in flight.",
                                     ["lane"], registry=r)
@@ -353,6 +357,10 @@ class LaneMetrics:
 
     def dead_lettered(self) -> None:
         self._dlq.inc()
+
+    def source_records_lost(self, topic: str, partition: int, n: int) -> None:
+        """Records of a source partition gone before they were copied (the lane's position overtaken)."""
+        self.m.source_records_lost.labels(lane=self.lane, topic=topic, partition=str(partition)).inc(n)
 
     def backpressure(self) -> None:
         self._pauses.inc()

@@ -40,6 +40,10 @@ HEADERS = "headers"
 TIMESTAMP = "timestamp"
 MISSING = "missing in destination"
 NOT_IN_SOURCE = "not in source"
+#: source records gone before the lane copied them (retention, DeleteRecords, a recreated topic): no copy, ever
+LOST_IN_SOURCE = "lost in the source before it was copied"
+#: source records of a partition the offset map has nothing for (a partition added to a running source)
+NOT_COPIED = "not copied"
 FIELDS = (KEY, VALUE, HEADERS, TIMESTAMP)
 
 _NONE = b"\x00"

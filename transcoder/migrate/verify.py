@@ -37,6 +37,8 @@ from transcoder.errors import KafkaUnavailableError, TopicError
 from transcoder.kafka.admin import describe, describe_configs
 from transcoder.kafka.clients import client_config, connect_admin
 from transcoder.migrate.compare import (
+    LOST_IN_SOURCE,
+    NOT_COPIED,
     Absence,
     CopyIndex,
     Mismatch,
@@ -246,8 +248,11 @@ class Verifier:
 
     def __init__(self, config: Config, source_topic: str, dest_topic: str, *, range_records: int | None = None,
                  compacted_source: bool | None = None, compacted_dest: bool | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout: float = DEFAULT_TIMEOUT_S, uncopied: bool = False) -> None:
+        """`uncopied`: a partition with records and nothing in the offset map is a mismatch (NOT_COPIED), as
+        `migrate verify` reports it; else (verifying beside a lane that may not have reached it yet) a note."""
         self.config = config
+        self.uncopied = uncopied
         self.source_topic = source_topic
         self.dest_topic = dest_topic
         if range_records is None:
@@ -305,15 +310,29 @@ class Verifier:
         """Compare `partition` from `start` (default: where the map starts; never below the source's low
         watermark) up to the verifiable end, range by range; stop at the first mismatch."""
         low, high = self.source.watermarks(partition)
-        if pmap is None or not pmap:
+        lost = pmap.lost_from(start if start is not None else 0) if pmap is not None else None
+        if pmap is None or (not pmap and lost is None):
             s = max(start if start is not None else low, low)
+            upto = high if end is None else min(high, end)
+            if upto > s and self.uncopied:  # records with no copy (a partition added to a running source)
+                return PartitionResult(partition, s, s, upto, 0, 0, 0, 0, 0, 0, Mismatch(
+                    partition, s, None, NOT_COPIED, f"{NOT_COPIED}: source offsets {s}..{upto - 1} ({upto - s} "
+                    "records) have no copy: the offset map has nothing for this partition (added to the source "
+                    "after the lane started, or not copied yet)"))
             return PartitionResult(partition, s, s, high, 0, 0, 0, 0, 0, 0, None,
                                    note="not copied: the offset map has nothing for this partition")
+        if not pmap:  # nothing copied, records lost before they could be
+            assert lost is not None
+            return PartitionResult(partition, lost[0], lost[0], max(high, lost[1]), 0, 0, 0, 0, 0, 0,
+                                   self._lost(partition, lost))
         assert pmap.source_start is not None and pmap.source_end is not None
         begin = max(start if start is not None else pmap.source_start, low)
         stop = min(high, pmap.source_end)
         if end is not None:
             stop = min(stop, end)
+        if lost is not None:  # verified up to the gap at most: the gap itself is a mismatch
+            begin = min(begin, lost[0])
+            stop = min(stop, lost[0])
         index = CopyIndex(pmap.runs)
         gaps = unmapped_gaps(pmap.runs)
         gap_at = [g[2] for g in gaps]
@@ -350,7 +369,18 @@ class Verifier:
                 mismatch = r.mismatch
                 break
             lo = hi
+        if mismatch is None and lost is not None:
+            mismatch = self._lost(partition, lost)
+            through = lost[0]
         return PartitionResult(partition, begin, max(through, begin), max(stop, begin), mismatch=mismatch, **totals)
+
+    @staticmethod
+    def _lost(partition: int, lost: tuple[int, int]) -> Mismatch:
+        lo, hi = lost
+        return Mismatch(partition, lo, None, LOST_IN_SOURCE,
+                        f"{LOST_IN_SOURCE}: source offsets {lo}..{hi - 1} ({hi - lo} records) were gone from the "
+                        "source before the lane copied them (retention, DeleteRecords or a recreated topic; the "
+                        "lane's source_records_lost line)")
 
     def verify(self, maps: Mapping[int, PartitionMap], starts: Mapping[int, int] | None = None, *,
                ends: Mapping[int, int] | None = None) -> dict[int, PartitionResult]:
@@ -379,7 +409,7 @@ def verify_partition(config: Config, source_topic: str, dest_topic: str, partiti
                      timeout: float = DEFAULT_TIMEOUT_S) -> PartitionResult:
     """One partition (Verifier.verify_partition), with consumers of its own."""
     with Verifier(config, source_topic, dest_topic, range_records=range_records, compacted_source=compacted_source,
-                  compacted_dest=compacted_dest, timeout=timeout) as v:
+                  compacted_dest=compacted_dest, timeout=timeout, uncopied=True) as v:
         return v.verify_partition(partition, pmap, start, end=end)
 
 
@@ -387,5 +417,6 @@ def verify(config: Config, source_topic: str, dest_topic: str, maps: Mapping[int
            starts: Mapping[int, int] | None = None, *, ends: Mapping[int, int] | None = None,
            range_records: int | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[int, PartitionResult]:
     """Every partition of the source topic (Verifier.verify), with consumers of its own."""
-    with Verifier(config, source_topic, dest_topic, range_records=range_records, timeout=timeout) as v:
+    with Verifier(config, source_topic, dest_topic, range_records=range_records, timeout=timeout,
+                  uncopied=True) as v:
         return v.verify(maps, starts, ends=ends)

@@ -15,6 +15,10 @@ Translation rules (records may have several copies after an at-least-once replay
   (a compacted gap, a marker), this is the copy of the next record that exists.
 - backward (destination committed offset D -> source offset C): the consumer has seen every source record
   with a copy below D; C is the first source record with no copy below D.
+
+Source loss: records the lane had not read yet that were gone from the source when it got to them (retention
+or DeleteRecords overtook it, the topic recreated) have no copy and never will. The lane stores each such gap,
+source offsets [lo, hi), as an entry of its own (`lost`, no runs), so that verification and cutover see it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class MapEntry:
     destination_topic: str
     partition: int
     runs: tuple[Run, ...]
+    #: source offsets [lo, hi) lost in the source before they were copied (module doc); an entry of its own
+    lost: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> bytes:
@@ -61,9 +67,11 @@ class MapEntry:
         return f"{self.destination_topic}/{self.partition}".encode()
 
     def encode(self) -> bytes:
-        return json.dumps({"v": FORMAT_VERSION, "source": self.source_topic, "destination": self.destination_topic,
-                           "partition": self.partition, "runs": [[r.source, r.dest, r.count] for r in self.runs]},
-                          separators=(",", ":")).encode()
+        d = {"v": FORMAT_VERSION, "source": self.source_topic, "destination": self.destination_topic,
+             "partition": self.partition, "runs": [[r.source, r.dest, r.count] for r in self.runs]}
+        if self.lost:
+            d["lost"] = [[lo, hi] for lo, hi in self.lost]
+        return json.dumps(d, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, value: bytes) -> MapEntry:
@@ -75,7 +83,10 @@ class MapEntry:
             runs = tuple(Run(int(s), int(o), int(n)) for s, o, n in d["runs"])
             if any(r.count <= 0 or r.source < 0 or r.dest < 0 for r in runs):
                 raise ValueError("a run with a negative offset or no records")
-            return cls(str(d["source"]), str(d["destination"]), int(d["partition"]), runs)
+            lost = tuple((int(lo), int(hi)) for lo, hi in d.get("lost", ()))
+            if any(lo < 0 or hi <= lo for lo, hi in lost):
+                raise ValueError("a lost range with a negative offset or no records")
+            return cls(str(d["source"]), str(d["destination"]), int(d["partition"]), runs, lost)
         except (TypeError, KeyError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"not an offset-map entry: {exc}") from exc
 
@@ -156,9 +167,15 @@ class _Covered:
 class PartitionMap:
     """Every run of one destination partition (from all map entries read), for translation and lookups."""
 
-    def __init__(self, runs: Iterable[Run]) -> None:
+    def __init__(self, runs: Iterable[Run], lost: Iterable[tuple[int, int]] = ()) -> None:
         self.runs: list[Run] = sorted(runs, key=lambda r: r.dest)
         self._dest_starts = [r.dest for r in self.runs]
+        #: source offsets [lo, hi) lost in the source before they were copied, in order
+        self.lost: list[tuple[int, int]] = sorted(set(lost))
+
+    def lost_from(self, source_offset: int) -> tuple[int, int] | None:
+        """The first source range lost before it was copied that ends past `source_offset` (None: none)."""
+        return next(((lo, hi) for lo, hi in self.lost if hi > source_offset), None)
 
     def __bool__(self) -> bool:
         return bool(self.runs)
@@ -235,7 +252,9 @@ class PartitionMap:
 def partition_maps(entries: Iterable[MapEntry], destination_topic: str) -> dict[int, PartitionMap]:
     """destination partition -> its map, from the entries of the map topic (other destinations ignored)."""
     runs: dict[int, list[Run]] = {}
+    lost: dict[int, list[tuple[int, int]]] = {}
     for e in entries:
         if e.destination_topic == destination_topic:
             runs.setdefault(e.partition, []).extend(e.runs)
-    return {p: PartitionMap(rs) for p, rs in runs.items()}
+            lost.setdefault(e.partition, []).extend(e.lost)
+    return {p: PartitionMap(rs, lost.get(p, ())) for p, rs in runs.items()}

@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    OFFSET_END,
     OFFSET_INVALID,
     Consumer,
     KafkaError,
@@ -28,7 +29,8 @@ from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.clients import client_config, start_threads
-from transcoder.kafka.fetcher import Fetcher
+from transcoder.kafka import offset_map
+from transcoder.kafka.fetcher import Fetcher, SourceLoss
 from transcoder.kafka.statistics import consumer_lag, stable_offsets
 from transcoder.kafka.watermarks import EndOffsets
 from transcoder.kafka.writer import Writer
@@ -58,14 +60,23 @@ TXN_MIN_BYTES = 64 << 10
 SLOWEST_CODEC_BYTES_PER_S = 128 << 10
 
 
+#: How often a lane's consumer looks for partitions added to its sources (librdkafka's default: 5 min), unless
+#: cluster.config sets topic.metadata.refresh.interval.ms: a partition added is then copied or named sooner.
+METADATA_REFRESH_MS = 30_000
+
+
 def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
     start = config.start if isinstance(config.start, str) else "earliest"
-    return client_config(config.cluster.librdkafka(), **{
+    return client_config({"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS, **config.cluster.librdkafka()},
+                         **{
         "group.id": lane.group_id,
         "client.id": f"transcoder-{lane.name}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": start,
+        # Never reset silently: a position whose records are gone (retention, DeleteRecords, a recreated topic) is
+        # an error the lane reports (on_source_loss); partitions never committed start where `start` says, assigned
+        # explicitly (Lane._assign). The batched path's consumer fetches nothing.
+        "auto.offset.reset": start if config.batched else "error",
         # exactly-once: eager rebalancing, so every assignment is whole and names the transactional id
         "partition.assignment.strategy": "roundrobin" if config.guarantee == "exactly-once" else "cooperative-sticky",
         # Aborted transactions are not copied; what the source's readers see is what is copied.
@@ -88,8 +99,11 @@ def transactional_id(group_id: str, partitions: Iterable[Partition]) -> str:
 class Lane:
     def __init__(self, spec: LaneSpec, config: Config, metrics: LaneMetrics,
                  end_offsets: dict[Partition, tuple[int, int]] | None = None,
-                 threads: ThreadLedger | None = None, scorer: Scorer | None = None) -> None:
+                 threads: ThreadLedger | None = None, scorer: Scorer | None = None,
+                 destination_partitions: dict[str, int] | None = None) -> None:
         self.spec = spec
+        #: destination topic -> its partition count (pre-flight's): a source partition at or past it cannot be copied
+        self.destination_partitions = dict(destination_partitions or {})
         self.config = config
         self.metrics = metrics
         #: source partition -> (low, high) watermarks seen at start, for --until-caught-up
@@ -124,7 +138,8 @@ class Lane:
         self.fetcher: Fetcher | None = self.threads.create(  # type: ignore[assignment]
             (spec.name, "consume"), lambda: Fetcher(
                 config.cluster.librdkafka(), f"transcoder-{spec.name}-fetch",
-                reset=config.start if isinstance(config.start, str) else "earliest", max_wait_ms=FETCH_WAIT_MS),
+                reset=config.start if isinstance(config.start, str) else "earliest", max_wait_ms=FETCH_WAIT_MS,
+                past_loss=config.on_source_loss == "continue"),
             lambda f: f.connect()) if self._batched else None  # type: ignore[attr-defined]
         #: batched: each partition's read_committed end as the last Fetch answered
         self._fetched_ends: dict[Partition, int] = {}
@@ -132,6 +147,8 @@ class Lane:
         #: yet), as (StoredRecords, index of the first one left); such a partition is not fetched meanwhile
         self._pending: dict[Partition, tuple[Any, int]] = {}
         self._stray_logged = False
+        #: on_source_loss: stop: the loss that stops the lane (raised once it has committed what it copied)
+        self._loss_error: TranscoderError | None = None
         self._closed = False
         self._eos = config.guarantee == "exactly-once"
         #: exactly-once: per partition never committed, the first offset read (where an aborted transaction rewinds to)
@@ -211,6 +228,7 @@ class Lane:
         self._assigned.update(tps)
         if not partitions:
             return
+        self._check_destination_partitions(consumer, tps)
         if self._eos:
             # First: taking the transactional id aborts what an earlier holder of it left open (its offsets among
             # it), instead of waiting for the broker to time that transaction out.
@@ -238,11 +256,35 @@ class Lane:
         else:
             if isinstance(self.config.start, datetime):
                 self._seek_to_start_time(consumer, partitions, committed)
+            elif any(p.offset < 0 for p in committed):
+                # auto.offset.reset is `error` (consumer_config): partitions never committed start where `start`
+                # says, assigned here (confluent-kafka then skips its own assignment, as _seek_to_start_time).
+                fresh = OFFSET_BEGINNING if self.config.start == "earliest" else OFFSET_END
+                (consumer.assign if self._eos else consumer.incremental_assign)(
+                    [TopicPartition(p.topic, p.partition, p.offset if p.offset >= 0 else fresh) for p in committed])
             # librdkafka keeps a partition's pause across assignments: one paused by backpressure before it was
             # lost would stay paused for good once assigned again. It follows the lane's state instead.
             (consumer.pause if self._paused else consumer.resume)(partitions)
         self.status.assigned = sorted(self._assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
+
+    def _check_destination_partitions(self, consumer: Consumer, tps: list[Partition]) -> None:
+        """A source partition assigned that a destination does not have (partitions added to a running source):
+        its records could never land in the same partition of the copy. The lane stops, naming both counts."""
+        for topic, partition in sorted(tps):
+            for dest in self.ledger.destinations_of.get(topic, ()):
+                have = self.destination_partitions.get(dest)
+                if have is None or partition < have:
+                    continue
+                try:
+                    now = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+                except (KafkaException, KeyError):
+                    now = partition + 1
+                raise TranscoderError(
+                    f"source {topic} has {now} partitions now but its destination {dest} has {have}: partition "
+                    f"{partition} was added to the running source and cannot be copied (records of partition p land "
+                    f"in p); add partitions to {dest} (kafka-topics --alter --topic {dest} --partitions {now}) and "
+                    "run again", topic=topic, partition=partition)
 
     def _committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The group's committed offsets of `partitions`, asked again while they cannot be read and the lane runs.
@@ -384,6 +426,8 @@ class Lane:
                         raise self._revoke_error
                     if msgs:
                         self._copy(msgs)
+                if self._loss_error is not None:  # on_source_loss: stop; what was copied is committed first
+                    break
                 self.writer.poll(0)
                 self.writer.handle_failures()
                 self._backpressure()
@@ -409,6 +453,8 @@ class Lane:
                     next_progress = now + 30
             self._shutdown()
             self.status.loop_cpu_seconds = time.thread_time() - cpu0
+            if self._loss_error is not None:
+                raise self._loss_error
         except BaseException as exc:
             self.status.state = "failed"
             self.status.error = str(exc)
@@ -477,6 +523,8 @@ class Lane:
         # bytes than they take: what does not fit waits here, and its partition is not fetched meanwhile.
         room = self._room()
         fetched = self.fetcher.fetch(budget=max(room, 1), skip=self._pending) if not idle else {}
+        for loss in self.fetcher.take_losses():
+            self._source_lost(loss)
         now = time.monotonic()
         for tp, f in fetched.items():
             self._fetched_ends[tp] = f.end  # the broker's answers between Fetches (_ends) count too, at each emission
@@ -503,6 +551,11 @@ class Lane:
         self.writer.tick(now)
 
     def _copy(self, msgs: list[Any]) -> None:
+        reset = [m for m in msgs if m.error() is not None and m.error().code() == KafkaError._AUTO_OFFSET_RESET]
+        if reset:  # auto.offset.reset=error: the position's records are gone (or the partition ends before it)
+            msgs = [m for m in msgs if m not in reset]
+            for m in reset:
+                self._reset_error(m)
         if self._eos and len(self._txn_first) + len(self._last_committed) < len(self._assigned):
             first = self._txn_first
             for m in msgs:
@@ -515,6 +568,66 @@ class Lane:
         self.status.records += n
         self.status.source_bytes += nbytes
         self.metrics.records(n, nbytes)
+
+    def _reset_error(self, m: Any) -> None:
+        """The records path: librdkafka found the position of m's partition out of range (auto.offset.reset is
+        `error`): a loss, or a position moved meanwhile (then read again from where it is)."""
+        tp = TopicPartition(m.topic(), m.partition())
+        offset = m.offset()
+        try:
+            first, end = self.consumer.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as exc:
+            raise TranscoderError(f"lane {self.spec.name}: {m.topic()} [{m.partition()}] offset {offset} is out of "
+                                  f"range and its offsets cannot be read: {exc.args[0].str()}", topic=m.topic(),
+                                  partition=m.partition(), offset=offset) from None
+        if offset < 0 or first <= offset <= end:  # not a loss (a position moved meanwhile): read on
+            self.consumer.seek(TopicPartition(m.topic(), m.partition(), max(offset, first)))
+            return
+        self._source_lost(SourceLoss(m.topic(), m.partition(), offset, first, end))
+        if self.config.on_source_loss == "continue":
+            self._restart_at(m.topic(), m.partition(), first)
+
+    def _restart_at(self, topic: str, partition: int, offset: int) -> None:
+        """The records path: read a partition on from `offset` after librdkafka stopped it on an offset reset
+        error (a seek is refused in that state): assigned again at that offset."""
+        tp = TopicPartition(topic, partition, offset)
+        if self._eos:  # eager: the whole assignment again, the others where they are
+            others = [p for p in self.consumer.position([TopicPartition(t, q) for t, q in sorted(self._assigned)
+                                                         if (t, q) != (topic, partition)])]
+            self.consumer.assign([*others, tp])
+        else:
+            self.consumer.incremental_unassign([TopicPartition(topic, partition)])
+            self.consumer.incremental_assign([tp])
+        if self._paused:
+            self.consumer.pause([TopicPartition(topic, partition)])
+
+    def _source_lost(self, loss: SourceLoss) -> None:
+        """Records the lane needs are gone from the source: one line naming them, the counter, the offset map's
+        gap (verify and cutover see it), and on_source_loss: stop ends the lane once it committed what it copied."""
+        n = loss.records
+        where = f"{loss.topic} [{loss.partition}]"
+        what = (f"source records {loss.offset}..{loss.first - 1} of {where} ({n}) were deleted before they were "
+                "copied (retention or DeleteRecords overtook the lane)" if n is not None else
+                f"{where} ends at offset {loss.end}, before the lane's position {loss.offset} (truncated, or the "
+                f"topic deleted and recreated): records from {loss.offset} on were lost before they were copied")
+        stop = self.config.on_source_loss == "stop"
+        log.error("source_records_lost", lane=self.spec.name, topic=loss.topic, partition=loss.partition,
+                  offset=loss.offset, first_offset=loss.first, end_offset=loss.end, records_lost=n,
+                  on_source_loss=self.config.on_source_loss,
+                  note=what + ("; the lane stops (on_source_loss: stop)" if stop else
+                               f"; copying on from offset {loss.first} (on_source_loss: continue)"))
+        if n:
+            self.metrics.source_records_lost(loss.topic, loss.partition, n)
+        if self.config.migration is not None:  # the offset map's gap: verify and cutover see it
+            hi = loss.first if n is not None else loss.offset + 1
+            offset_map.store_lost(self.config, [(loss.topic, d, loss.partition, loss.offset, hi)
+                                                for d in self.ledger.destinations_of.get(loss.topic, ())],
+                                  self.config.shutdown_timeout_s)
+        if stop and self._loss_error is None:
+            self._loss_error = TranscoderError(
+                f"lane {self.spec.name}: {what}; stopped (on_source_loss: stop): to copy on from offset {loss.first}, "
+                "run once with on_source_loss: continue", topic=loss.topic, partition=loss.partition,
+                offset=loss.offset)
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._PARTITION_EOF:

@@ -137,7 +137,8 @@ class Service(Served):
         self.lanes = [
             Lane(spec, self.config, self.metrics.lane(spec.name),
                  end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources} if ends is not None else None,
-                 threads=self.threads, scorer=self.scorer)
+                 threads=self.threads, scorer=self.scorer,
+                 destination_partitions={d.topic: d.partitions for d in prepared.provision.destinations})
             for spec in prepared.plan.lanes
         ]
         errors: list[BaseException] = []

@@ -72,7 +72,9 @@ def read_options(config: Config, topics: list[str]) -> dict[str, str]:
         "subscribe": ",".join(topics),
         "includeHeaders": "true",  # repeated names, order and null values are kept
         "kafka.isolation.level": "read_committed",  # aborted transactions are not copied, as in the service
-        "failOnDataLoss": "true",  # records deleted before they were copied stop the copy, naming them
+        # on_source_loss: records deleted before they were copied stop the copy, naming them (stop), or Spark logs
+        # them and reads on (continue); the service's counter and offset-map gap are not there on this engine
+        "failOnDataLoss": "true" if config.on_source_loss == "stop" else "false",
     }
     if isinstance(config.start, datetime):
         opts["startingTimestamp"] = str(int(config.start.timestamp() * 1000))

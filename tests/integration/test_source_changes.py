@@ -1,0 +1,145 @@
+"""Source topology changes and source record loss, on the session's broker: never silent.
+
+- Records a lane had not copied yet deleted from the source (DeleteRecords while the lane is stopped): the next run
+  names the loss in one line, counts it (transcoder_source_records_lost_total), marks the offset map's gap (verify
+  reports it, not `equal`), and stops (on_source_loss: stop, the default) or copies on after it (continue).
+- A partition added to a running source: the lane stops naming the topic and both partition counts; verify never
+  reports `equal` for a partition whose records have no copy.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import NewPartitions
+
+from tests.support.configs import make_config
+from tests.support.records import read_all
+from transcoder.errors import TranscoderError
+from transcoder.kafka import offset_map
+from transcoder.metrics.registry import Metrics
+from transcoder.migrate.compare import LOST_IN_SOURCE, NOT_COPIED
+from transcoder.migrate.verify import verify
+from transcoder.service.runner import Service
+
+HOT_PATHS = ["batches", "records"]
+
+
+def _produce(producer_factory: Any, topic: str, lo: int, hi: int, partition: int = 0) -> None:
+    p = producer_factory(**{"enable.idempotence": True})
+    for i in range(lo, hi):
+        p.produce(topic, key=f"k-{partition}-{i}".encode(), value=f"v-{partition}-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
+def _copied(kafka: Any, topic: str) -> int:
+    """Records in `topic` so far; 0 while the topic just created has no leader yet."""
+    try:
+        return len(read_all(kafka.bootstrap, topic, timeout=5))
+    except KafkaException:
+        return 0
+
+
+def _lost(metrics: Metrics, topic: str) -> float:
+    return sum(s.value for fam in metrics.registry.collect() if fam.name == "transcoder_source_records_lost"
+               for s in fam.samples if s.name.endswith("_total") and s.labels.get("topic") == topic)
+
+
+@pytest.mark.parametrize("hot_path", HOT_PATHS)
+def test_records_deleted_before_they_were_copied_stop_the_lane_then_continue(
+        kafka, admin, topic_factory, producer_factory, hot_path, capsys) -> None:
+    source = topic_factory(partitions=1)
+    dest = f"{source}.zstd"
+    routes = [{"source": source, "destinations": [{"codec": "zstd"}]}]
+    conf = make_config(kafka, routes, hot_path=hot_path, migration={})
+    _produce(producer_factory, source, 0, 100)
+    Service(conf).run(until_caught_up=True)
+    assert [r[2] for r in read_all(kafka.bootstrap, dest)] == [f"k-0-{i}".encode() for i in range(100)]
+
+    # The lane is stopped; the source gets 300 more records, and the first 150 of them are deleted before the
+    # lane read them (retention or DeleteRecords overtaking a lagging lane).
+    _produce(producer_factory, source, 100, 400)
+    for fut in admin.delete_records([TopicPartition(source, 0, 250)]).values():
+        fut.result()
+
+    metrics = Metrics()
+    with pytest.raises(TranscoderError) as stopped:
+        Service(conf, metrics=metrics).run(until_caught_up=True)
+    line = str(stopped.value)
+    assert f"source records 100..249 of {source} [0] (150) were deleted before they were copied" in line, line
+    assert "on_source_loss: stop" in line and "\n" not in line
+    assert (stopped.value.topic, stopped.value.partition, stopped.value.offset) == (source, 0, 100)
+    assert _lost(metrics, source) == 150
+    # nothing past the gap was copied
+    assert [r[2] for r in read_all(kafka.bootstrap, dest)] == [f"k-0-{i}".encode() for i in range(100)]
+    # the offset map marks the gap: verify reports it, not `equal`
+    maps, _ = offset_map.read(conf, dest)
+    assert maps[0].lost == [(100, 250)]
+    result = verify(conf, source, dest, maps)[0]
+    assert result.mismatch is not None and result.mismatch.field == LOST_IN_SOURCE, result.line
+    # (the source's records 0..249 are all gone: nothing before the gap is left to compare)
+    assert (result.mismatch.source_offset, result.verified_through) == (100, 100)
+    assert "source offsets 100..249 (150 records)" in result.line
+
+    # on_source_loss: continue: the loss is named and counted again, and the copy goes on after the gap
+    metrics = Metrics()
+    cont = make_config(kafka, routes, hot_path=hot_path, migration={}, on_source_loss="continue",
+                       group_id=conf.group_id)
+    Service(cont, metrics=metrics).run(until_caught_up=True)
+    assert _lost(metrics, source) == 150
+    got = [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)]
+    want = [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in [*range(100), *range(250, 400)]]
+    assert got == want
+    result = verify(cont, source, dest, offset_map.read(cont, dest)[0])[0]
+    assert result.mismatch is not None and result.mismatch.field == LOST_IN_SOURCE, result.line
+
+
+@pytest.mark.parametrize("hot_path", HOT_PATHS)
+def test_a_partition_added_to_a_running_source_stops_the_lane_naming_both_counts(
+        kafka, admin, topic_factory, producer_factory, hot_path) -> None:
+    source = topic_factory(partitions=3)
+    dest = f"{source}.lz4"
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], hot_path=hot_path,
+                       migration={}, cluster={"bootstrap_servers": kafka.bootstrap,
+                                              "config": {"topic.metadata.refresh.interval.ms": 1000}})
+    for p in range(3):
+        _produce(producer_factory, source, 0, 50, partition=p)
+    service = Service(conf)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            service.run()
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            failed.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 60
+    while _copied(kafka, dest) < 150:
+        assert time.monotonic() < deadline, "the first 150 records were not copied"
+        assert t.is_alive(), failed
+        time.sleep(0.5)
+    for fut in admin.create_partitions([NewPartitions(source, 4)]).values():
+        fut.result()
+    _produce(producer_factory, source, 0, 100, partition=3)
+    t.join(60)
+    if t.is_alive():
+        service.stop()
+        t.join(60)
+        pytest.fail("the lane did not stop on a partition its destination does not have")
+    assert len(failed) == 1 and isinstance(failed[0], TranscoderError), failed
+    line = str(failed[0])
+    assert f"source {source} has 4 partitions now but its destination {dest} has 3: partition 3" in line, line
+    assert (failed[0].topic, failed[0].partition) == (source, 3)
+
+    # verify: partition 3 has records and no copy: never `equal`
+    results = verify(conf, source, dest, offset_map.read(conf, dest)[0])
+    assert all(results[p].mismatch is None and results[p].compared == 50 for p in range(3)), results
+    m = results[3].mismatch
+    assert m is not None and m.field == NOT_COPIED and m.source_offset == 0, results[3].line
+    assert "source offsets 0..99 (100 records) have no copy" in results[3].line
