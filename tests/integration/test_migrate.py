@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support import records
-from tests.support.cli import run_cli
+from tests.support.cli import one_line, run_cli
 from tests.support.configs import raw_config
 from tests.support.records import Rec, rec
 from transcoder import config as cfg
@@ -394,3 +395,134 @@ def test_bad_input_is_one_line_and_changes_nothing(kafka, topic_factory, tmp_pat
         assert c.committed([TopicPartition(dest, 0)], timeout=10)[0].offset < 0
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------- the edges (issue 29 rows 3, 4, 5)
+def _committed_on(kafka, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                              timeout=10) if tp.offset >= 0}
+    finally:
+        c.close()
+
+
+def _live_member(kafka, group: str, topic: str, partitions: int, client_id: str) -> Consumer:
+    """A member of `group` that is assigned every partition of `topic` and never commits."""
+    member = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "client.id": client_id,
+                       "enable.auto.commit": False, "auto.offset.reset": "latest"})
+    member.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while len(member.assignment()) < partitions:
+        member.poll(0.2)
+        assert time.monotonic() < deadline, "the member was never assigned the topic"
+    return member
+
+
+def test_a_lost_state_topic_is_named_and_a_cutover_never_moves_a_group_backwards(kafka, topic_factory, admin,
+                                                                                 tmp_path):
+    source = topic_factory(partitions=3)
+    produce(kafka, source, 600, 3)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    before = consume_group(kafka, group, source, stop_after=240)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    first = cut_over(path, group)[0]
+    assert first["outcome"] == "moved"
+    after = consume_group(kafka, group, dest)  # the group reads the copy to its end
+    assert_exact(read_all(kafka, source), before, after)
+    read_to = _committed_on(kafka, group, dest, 3)
+    assert sum(read_to.values()) == 600
+    # the state topic is deleted
+    admin.delete_topics([conf.state_topic])[conf.state_topic].result(30)
+    deadline = time.monotonic() + 60
+    while conf.state_topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    # start names the lost state instead of starting again
+    proc = migrate("start", "--config", path, "--group", group, ok=False)
+    line = one_line(proc)
+    assert proc.returncode != 0, proc.stdout
+    assert conf.state_topic in line and group in line and "--force-restart" in line, line
+    assert ", ".join(f"{p}:{o}" for p, o in sorted(read_to.items())) in line, line
+    # forced to start anew, a cutover still refuses to rewind the group: nothing is delivered twice
+    migrate("start", "--config", path, "--group", group, "--force-restart")
+    migrate("verify", "--config", path)
+    proc = migrate("cutover", "--config", path, "--group", group, "--force", ok=False)
+    line = one_line(proc)
+    assert proc.returncode != 0, proc.stdout
+    m = re.search(rf"group {group} refused: it would move the group backwards on {re.escape(dest)} \[(\d+)\] from "
+                  r"its committed offset (\d+) to (\d+)", line)
+    assert m, line
+    p, committed, translated = (int(x) for x in m.groups())
+    assert committed == read_to[p] and translated == first["destination_offsets"][str(p)] < committed, line
+    assert _committed_on(kafka, group, dest, 3) == read_to  # nothing committed
+    assert consume_group(kafka, group, dest) == []  # nothing to read again
+
+
+def test_finish_refuses_while_a_live_member_is_assigned_the_source_without_a_commit(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=3)
+    produce(kafka, source, 300, 3)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    consume_group(kafka, group, source, stop_after=100)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    assert cut_over(path, group)[0]["outcome"] == "moved"
+    reader = f"never-committed-{uuid.uuid4().hex[:6]}"
+    member = _live_member(kafka, reader, source, 3, "live-reader")
+    try:
+        proc = migrate("finish", "--config", path, ok=False)
+        line = one_line(proc)
+        assert proc.returncode != 0, proc.stdout
+        assert reader in line and "live-reader@" in line and "[0,1,2]" in line and source in line, line
+    finally:
+        member.close()
+    assert _committed_on(kafka, reader, source, 3) == {}
+    status = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
+    assert status["migration"]["stage"] == "shadow"
+    # the reader gone, the migration finishes
+    done = json.loads(migrate("finish", "--config", path, "--format", "json").stdout)
+    assert done["migration"]["stage"] == "finished"
+
+
+def test_sigterm_or_sigint_to_a_waiting_cutover_releases_its_lease(kafka, topic_factory, tmp_path):
+    from transcoder.migrate.state import StateStore, holder, now_ms
+
+    source = topic_factory(partitions=1)
+    produce(kafka, source, 100, 1)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    consume_group(kafka, group, source, stop_after=40)
+    path, conf, dest = setup(tmp_path, kafka, source, lease_ms=120_000)  # a kept lease would refuse for 2 minutes
+    copy(conf)
+    migrate("start", "--config", path, "--group", group)
+    store = StateStore(conf, dest)
+    member = _live_member(kafka, group, source, 1, "still-running")
+    try:
+        for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
+            waiting = subprocess.Popen([sys.executable, "-m", "transcoder", "migrate", "cutover", "--config", path,
+                                        "--group", group, "--wait", "--wait-timeout", "120"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       env={**os.environ, "TRANSCODER_LOG_LEVEL": "warning"})
+            try:
+                deadline = time.monotonic() + 60
+                while holder(store.read_records(), now_ms()) is None:  # it holds the migration, and waits
+                    assert waiting.poll() is None, waiting.communicate()
+                    assert time.monotonic() < deadline
+                    time.sleep(0.3)
+                time.sleep(1.0)  # into its wait for the member to leave
+                waiting.send_signal(sig)
+                out, err = waiting.communicate(timeout=60)
+            finally:
+                if waiting.poll() is None:
+                    waiting.kill()
+            assert waiting.returncode == code, err
+            assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+            assert f"stopped by {signal.Signals(sig).name}" in err
+            assert holder(store.read_records(), now_ms()) is None  # released: no live controller
+            assert [k for k, v in store.read().items() if k.startswith("controller/")] == []
+            # the next controller is not refused
+            migrate("verify", "--config", path)
+    finally:
+        member.close()
+        store.close()
+    assert _committed_on(kafka, group, dest, 1) == {}  # the interrupted cutover committed nothing

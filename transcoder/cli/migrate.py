@@ -7,11 +7,13 @@ prints a table (or --format json).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,41 @@ def _console() -> Any:
     from rich.console import Console
 
     return Console(width=None if sys.stdout.isatty() else 160)
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT, raised in the main thread so that every `with` on the way out runs (the controller's
+    lease is released); a BaseException, so no `except Exception` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stoppable(command: str) -> Iterator[None]:
+    """Run a controller step so that SIGTERM/SIGINT end it cleanly: the handler only raises Interrupted (once; a
+    second signal while the step cleans up is ignored), the lease is released by the controller's `with`, and the
+    process exits 128 + the signal's number (143, 130) with one line."""
+    got: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if got:
+            return
+        got.append(signum)
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except Interrupted as exc:
+        name = signal.Signals(exc.signum).name
+        click.echo(f"transcoder: error: migrate {command} stopped by {name} (its lease released on the way out, or "
+                   "the failure logged): run it again to resume", err=True)
+        sys.exit(128 + exc.signum)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _controller(config_path: Path, destination: str | None, command: str) -> Any:
@@ -84,11 +121,15 @@ def plan(config_path: Path, destination: str | None, group_ids: tuple[str, ...],
 @DESTINATION
 @GROUPS
 @ALL_GROUPS
+@click.option("--force-restart", is_flag=True,
+              help="Start although the destination has groups' commits but the migration has no state (its state "
+                   "topic was lost): cutovers still refuse to move a group backwards.")
 @FORMAT
-def start(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool, fmt: str) -> None:
+def start(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool,
+          force_restart: bool, fmt: str) -> None:
     """Record the migration and its groups (each at stage `source`); the lanes record the offset map."""
-    with _controller(config_path, destination, "start") as c:
-        migration, chosen, running = c.start(group_ids, all_groups=all_groups)
+    with _stoppable("start"), _controller(config_path, destination, "start") as c:
+        migration, chosen, running = c.start(group_ids, all_groups=all_groups, force_restart=force_restart)
     if fmt == "json":
         _json({"migration": migration, "groups": chosen, "copy_running": running})
         return
@@ -135,12 +176,13 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
     Exit 0: equal up to what is copied; 1: a mismatch (named: partition, offsets, field).
     """
     stop = threading.Event()
-    if follow:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
     metrics = None
     seen: set[tuple[int, int]] = set()  # mismatches reported: (partition, source offset)
-    with _controller(config_path, destination, "verify --follow" if follow else "verify") as c:
+    command = "verify --follow" if follow else "verify"
+    with _stoppable(command), _controller(config_path, destination, command) as c:
+        if follow:  # --follow ends on a signal as it always has: the pass finishes, exit 0, the lease released
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
         if follow and metrics_port is not None:
             metrics = _serve_migration_metrics(metrics_port)
         while True:
@@ -192,7 +234,7 @@ def _serve_migration_metrics(port: int) -> Any:
 def cutover(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool,
             percent: float | None, wait: bool, wait_timeout: float, force: bool, fmt: str) -> None:
     """Move groups to the destination: commit each one's translated offsets there, once its gates pass."""
-    with _controller(config_path, destination, "cutover") as c:
+    with _stoppable("cutover"), _controller(config_path, destination, "cutover") as c:
         moved = c.cutover(group_ids, all_groups=all_groups, percent=percent, wait_s=wait_timeout if wait else None,
                           force=force)
     _print_moves(moved, fmt, "source offsets", "destination offsets")
@@ -209,7 +251,7 @@ def cutover(config_path: Path, destination: str | None, group_ids: tuple[str, ..
 def rollback(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool,
              wait: bool, wait_timeout: float, fmt: str) -> None:
     """Move groups back to the source, where they stand on the destination (translated back)."""
-    with _controller(config_path, destination, "rollback") as c:
+    with _stoppable("rollback"), _controller(config_path, destination, "rollback") as c:
         moved = c.rollback(group_ids, all_groups=all_groups, wait_s=wait_timeout if wait else None)
     _print_moves(moved, fmt, "source offsets", "destination offsets")
 
@@ -276,7 +318,7 @@ def status(config_path: Path, destination: str | None, fmt: str) -> None:
 @FORMAT
 def finish(config_path: Path, destination: str | None, fmt: str) -> None:
     """Close the migration once no group reads the source; print what is left to do. Deletes nothing."""
-    with _controller(config_path, destination, "finish") as c:
+    with _stoppable("finish"), _controller(config_path, destination, "finish") as c:
         migration = c.finish()
         src, dst = c.r.source, c.r.destination
     steps = [f"switch the producers of {src} to write {dst} directly (with the codec of the copy), or keep "

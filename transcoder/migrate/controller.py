@@ -52,6 +52,14 @@ def _strs(d: Mapping[int, int]) -> dict[str, int]:
     return {str(k): v for k, v in sorted(d.items())}
 
 
+def _parts(ps: Iterable[int]) -> str:
+    return ",".join(str(p) for p in ps)
+
+
+def _offsets_line(d: Mapping[int, int]) -> str:
+    return ", ".join(f"{p}:{o}" for p, o in sorted(d.items()))
+
+
 @dataclass
 class GroupStatus:
     group: str
@@ -91,15 +99,37 @@ class Controller:
     # ------------------------------------------------------------------ holding the migration
     def __enter__(self) -> Controller:
         self.store.ensure_topic()
-        self.lease.acquire()
-        self.lease.start_heartbeats()
+        try:
+            self.lease.acquire()
+            self.lease.start_heartbeats()
+        except Exception:  # refused, or the cluster: acquire wrote no claim it did not take back
+            self.store.close()
+            raise
+        except BaseException:  # a signal while acquiring: a claim it may have written is withdrawn, not left
+            try:
+                self.lease.withdraw()
+            except Exception:
+                log.exception("lease_release_failed", migration=self.r.destination, owner=self.lease.owner)
+            self.store.close()
+            raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        """Release the lease however the step ends (an error, SIGTERM/SIGINT raised as an exception by the CLI),
+        so the next controller need not wait for it to expire."""
         try:
-            self.lease.release()
+            self._release(failing=exc is not None)
         finally:
             self.store.close()
+
+    def _release(self, *, failing: bool) -> None:
+        if not failing:
+            self.lease.release()
+            return
+        try:
+            self.lease.release()
+        except Exception:  # the step's own error is the one to report; this one is logged, not lost
+            log.exception("lease_release_failed", migration=self.r.destination, owner=self.lease.owner)
 
     def state(self) -> dict[str, dict[str, Any]]:
         return self.store.read()
@@ -173,9 +203,16 @@ class Controller:
         return offset_map.read(self.config, self.r.destination)
 
     # ------------------------------------------------------------------ start
-    def start(self, group_ids: Iterable[str], *, all_groups: bool) -> tuple[dict[str, Any], list[str], bool]:
-        """Record the migration and the groups it moves; return (migration, groups, whether the copy runs)."""
+    def start(self, group_ids: Iterable[str], *, all_groups: bool, force_restart: bool = False
+              ) -> tuple[dict[str, Any], list[str], bool]:
+        """Record the migration and the groups it moves; return (migration, groups, whether the copy runs).
+
+        A migration with no state whose destination already has groups' commits (other than the lanes') was
+        cut over before and lost its state topic: refused unless `force_restart`.
+        """
         st = self.state()
+        if "migration" not in st and not force_restart:
+            self._refuse_lost_state()
         chosen = self._groups(group_ids, all_groups=all_groups, st=st, registering=True)
         migration = st.get("migration") or {
             "source": self.r.source, "destination": self.r.destination, "target": self.r.target.name,
@@ -198,6 +235,23 @@ class Controller:
         except MigrationError:
             running = False
         return migration, chosen, running
+
+    def _refuse_lost_state(self) -> None:
+        """MigrationError when groups have committed offsets on the destination: a migration happened there, and
+        its state (in the state topic) is gone. The offset map is no sign of one: the lanes record it before
+        `start`; a group's commit on the copy is (only a cutover makes one, or a consumer of the copy)."""
+        moved = groups.groups_on(self.dst_admin, self.r.destination, exclude=self.r.lane_groups)
+        if not moved:
+            return
+        g = moved[0]
+        others = f" and {len(moved) - 1} more group(s) ({', '.join(v.group_id for v in moved[1:4])})" \
+            if len(moved) > 1 else ""
+        raise MigrationError(
+            f"migration {self.r.destination} has no state in state topic {self.store.topic}, but group {g.group_id} "
+            f"has committed offsets on {self.r.destination} ({_offsets_line(g.committed)}){others}: a cutover "
+            f"happened, and the state topic was deleted, lost or changed (migration.state_topic); restore it, or "
+            "start anew with `migrate start --force-restart` (a cutover then still refuses to move a group "
+            "backwards)", topic=self.store.topic)
 
     def _groups(self, group_ids: Iterable[str], *, all_groups: bool, st: Mapping[str, Any],
                 registering: bool = False) -> list[str]:
@@ -267,6 +321,7 @@ class Controller:
         if stage == "moving":  # an interrupted cutover: commit the offsets it had computed
             src, dst = _ints(rec["source_offsets"]), _ints(rec["destination_offsets"])
             view = self._quiet(g, self.r.source, wait_s, force)
+            self._refuse_rewind("cutover", g, self.dst_admin, self.r.destination, dst)
             groups.commit_offsets(self.dst_admin, g, self.r.destination, dst)
             return self._moved(g, rec, src, dst, list(rec.get("forced", [])), "resumed an interrupted cutover")
         view = groups.describe_group(self.src_admin, g, self.r.source)
@@ -299,11 +354,21 @@ class Controller:
         first.update({p: c for p, c in committed.items() if p not in starts})
         dest_ends = {p: h for p, (_, h) in self.watermarks(self.r.destination, destination=True).items()}
         dst = gates.forward(g, committed, maps, first, dest_ends)
+        self._refuse_rewind("cutover", g, self.dst_admin, self.r.destination, dst)
         history = list(rec.get("history", [])) + [["moving", _now_ms()]]
         self._put(f"group/{g}", {**rec, "stage": "moving", "source_offsets": _strs(committed),
                                  "destination_offsets": _strs(dst), "forced": forced, "history": history})
         groups.commit_offsets(self.dst_admin, g, self.r.destination, dst)
         return self._moved(g, {**rec, "history": history}, committed, dst, forced, "")
+
+    def _refuse_rewind(self, step: str, g: str, admin: AdminClient, topic: str, offsets: Mapping[int, int]) -> None:
+        """MigrationError (nothing committed) if committing `offsets` would move group `g` backwards on `topic`."""
+        found = gates.rewinds(groups.committed_on(admin, g, topic), offsets)
+        if found:
+            log.info("rewind_refused", step=step, group=g, topic=topic,
+                     partitions={r.partition: [r.committed, r.translated] for r in found})
+            raise MigrationError(gates.rewind_line(step, g, topic, found), topic=topic,
+                                 partition=found[0].partition, offset=found[0].committed)
 
     def _moved(self, g: str, rec: Mapping[str, Any], src: dict[int, int], dst: dict[int, int], forced: list[str],
                detail: str) -> Moved:
@@ -351,6 +416,7 @@ class Controller:
                        "destination_offsets_at_rollback": _strs(dict(view.committed)), "history": history}
                 self._put(f"group/{g}", rec)
                 self._quiet(g, self.r.source, wait_s, False)
+            self._refuse_rewind("rollback", g, self.src_admin, self.r.source, src)
             groups.commit_offsets(self.src_admin, g, self.r.source, src)
             at = _now_ms()
             self._put(f"group/{g}", {**rec, "stage": "source", "source_offsets": _strs(src), "rolled_back_ms": at,
@@ -431,6 +497,14 @@ class Controller:
         if left:
             raise MigrationError(f"migration {self.r.destination} cannot finish: group(s) {', '.join(sorted(left))} "
                                  "still read the source (cut them over, or roll them back and leave them out)")
+        assigned = groups.assigned_on(self.src_admin, self.r.source, exclude=self.r.lane_groups)
+        if assigned:
+            names = "; ".join(f"{v.group_id} (" + ", ".join(f"{m.label} [{_parts(m.partitions)}]"
+                                                          for m in v.members if m.partitions) + ")"
+                              for v in assigned)
+            raise MigrationError(f"migration {self.r.destination} cannot finish: group(s) {names} have live members "
+                                 f"assigned partitions of {self.r.source} (committed or not): stop them, or add "
+                                 "their groups (migrate start --group G) and cut them over", topic=self.r.source)
         readers = [v for v in groups.groups_on(self.src_admin, self.r.source, exclude=self.r.lane_groups)
                    if v.members and f"group/{v.group_id}" not in st]
         if readers:

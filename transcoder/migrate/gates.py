@@ -145,3 +145,32 @@ def backward(group: str, committed: Mapping[int, int], maps: Mapping[int, Partit
             raise MigrationError(f"group {group}: partition {p} of the destination has no offset map and no "
                                  "recorded cutover offset: its position cannot be translated back")
     return out
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """A partition where committing the translated offset would move the group backwards."""
+
+    partition: int
+    committed: int  # the group's committed offset there now
+    translated: int  # the offset the step would commit
+
+
+def rewinds(current: Mapping[int, int], translated: Mapping[int, int]) -> list[Rewind]:
+    """Partitions where `translated` is below the group's `current` committed offset, by partition.
+
+    A cutover (on the destination) or a rollback (on the source) that committed those would deliver the records
+    between them again: it is refused, --force or not. Partitions without a current commit never rewind.
+    """
+    return [Rewind(p, current[p], t) for p, t in sorted(translated.items()) if p in current and t < current[p]]
+
+
+def rewind_line(step: str, group: str, topic: str, found: list[Rewind]) -> str:
+    """One line naming the first rewind (group, topic, partition, both offsets) and how many more there are."""
+    r = found[0]
+    more = f" (and {len(found) - 1} more partition(s))" if len(found) > 1 else ""
+    behind = sum(x.committed - x.translated for x in found)
+    return (f"{step} of group {group} refused: it would move the group backwards on {topic} [{r.partition}] from its "
+            f"committed offset {r.committed} to {r.translated}{more}, delivering {behind:,} record(s) again; the "
+            f"group has read {topic} further than the migration's state says (was the state topic lost or reset?): "
+            "nothing was committed, --force or not")

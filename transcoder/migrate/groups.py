@@ -237,6 +237,27 @@ def describe_group(admin: AdminClient, group_id: str, topic: str) -> GroupView:
     return view
 
 
+def committed_on(admin: AdminClient, group_id: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets on `topic` (partition -> offset); {} when it has none or the cluster does not
+    know the group."""
+    return dict(sorted(_committed(admin, [group_id], topic, _partitions(admin, topic)).get(group_id, {}).items()))
+
+
+def assigned_on(admin: AdminClient, topic: str, *, exclude: Iterable[str] = ()) -> list[GroupView]:
+    """Every consumer group with a live member assigned a partition of `topic`, committed or not, by group id
+    (their views carry no committed offsets); `exclude`: groups to leave out (transcoder's own lanes)."""
+    excluded = set(exclude)
+    ids = [g for g in _group_ids(admin) if g not in excluded]
+    out = []
+    for g, description in sorted(_describe_groups(admin, ids).items()):
+        if description is None:
+            continue
+        view = _view(g, topic, description, {}, {})
+        if any(m.partitions for m in view.members):
+            out.append(view)
+    return out
+
+
 def _refuse_active(view: GroupView, topic: str, what: str) -> MigrationError:
     return MigrationError(
         f"group {view.group_id} has {len(view.members)} active member(s) ({view.who()}), so {what}: stop its "

@@ -644,6 +644,15 @@ class Lease:
             self._claim, self._fenced, self._heartbeat_error = None, None, None
             log.info("lease_released", migration=self.store.migration, owner=self.owner)
 
+    def withdraw(self) -> None:
+        """Release, and delete this controller's record even if `acquire` was interrupted (a signal) after it
+        wrote its claim and before it knew it held the migration."""
+        self.stop_heartbeats()
+        with self._lock:
+            self.store.delete(self.key)
+            self._claim, self._fenced, self._heartbeat_error = None, None, None
+            log.info("lease_released", migration=self.store.migration, owner=self.owner)
+
     def __enter__(self) -> Self:
         """Acquire and start heartbeating."""
         self.acquire()

@@ -63,3 +63,25 @@ def test_forward_refuses_records_copied_before_the_map() -> None:
     assert gates.forward("g", {0: 10}, maps, {0: 50}, {}) == {0: 0}  # 10..49 do not exist (compacted away)
     with pytest.raises(MigrationError, match="no offset map"):
         gates.forward("g", {0: 3}, {}, {0: 3}, {})
+
+
+# ---------------------------------------------------------------- never backwards
+def test_rewinds_are_the_partitions_translated_below_the_current_commit() -> None:
+    from transcoder.migrate.gates import Rewind, rewinds
+
+    assert rewinds({}, {0: 7000}) == []  # no commit there yet: nothing to rewind
+    assert rewinds({0: 7000, 1: 5}, {0: 7000, 1: 9}) == []  # the same, or forward
+    assert rewinds({0: 37354, 1: 18127, 2: 8134}, {0: 7000, 1: 18127, 2: 7000}) == [
+        Rewind(0, 37354, 7000), Rewind(2, 8134, 7000)]
+    assert rewinds({3: 10}, {0: 1}) == []  # a partition not committed on is not compared
+
+
+def test_the_rewind_line_names_group_topic_partition_and_both_offsets() -> None:
+    from transcoder.migrate.gates import Rewind, rewind_line
+
+    line = rewind_line("cutover", "g2", "orders.zstd", [Rewind(0, 37354, 7000), Rewind(1, 18127, 7000),
+                                                         Rewind(2, 8134, 7000)])
+    assert "\n" not in line
+    assert line.startswith("cutover of group g2 refused: it would move the group backwards on orders.zstd [0] from "
+                           "its committed offset 37354 to 7000 (and 2 more partition(s)), delivering 42,615 record(s) "
+                           "again")
