@@ -3,7 +3,9 @@
 A live producer writes two sources at once: a slow one whose destination batches close by linger, and a fast one
 whose batches close by size (a few records each). A consumer of the destinations that is no part of transcoder
 computes, per record, when it received the copy minus the source record's timestamp (the copy keeps it): what the
-metric claims, acknowledgement minus source timestamp, give or take the consumer's own fetch. /status's p50 and p99
+metric claims, acknowledgement minus source timestamp, give or take the consumer's own fetch. On record sets, the
+default (a batch sampled across its records, weighted). Record by record (every 16th acknowledgement, timed when
+its report is served) agreed in 3 runs of 4 by hand; its p99 rests on 1 sample in 16 and is left out here. /status's p50 and p99
 of each destination must be within 25% of the observed ones; a batch sampled by its newest record alone is not.
 """
 
@@ -22,8 +24,9 @@ from transcoder import config as cfg
 from transcoder.service.runner import Service
 
 SECONDS = 6.0
-SLOW_RATE = 100  # records/s: batches close by linger (300 ms: ~30 records each)
-FAST_RATE = 1500  # records/s: batches close by size (50 records: ~33 ms to fill)
+SLOW_RATE = 100  # records/s: batches close by linger (1 s: ~100 records each)
+FAST_RATE = 1500  # records/s: batches close by size (750 records: 0.5 s to fill), 12 of them
+FAST_BATCH = 750
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -31,17 +34,19 @@ def _quantile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def _produce(bootstrap: str, rates: dict[str, int], stop_at: float, counts: dict[str, int]) -> None:
+def _produce(bootstrap: str, rates: dict[str, int], counts: dict[str, int]) -> None:
+    """Each topic at its rate for SECONDS: a whole number of the fast topic's batches (none closed by linger)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
-    start, tick = time.monotonic(), 0.01
-    while (now := time.monotonic()) < stop_at:
+    start = time.monotonic()
+    while any(counts[t] < rate * SECONDS for t, rate in rates.items()):
+        now = time.monotonic()
         for topic, rate in rates.items():
-            due = int((now - start) * rate)
+            due = min(int((now - start) * rate), int(rate * SECONDS))
             while counts[topic] < due:
                 p.produce(topic, value=f"{topic}-{counts[topic]:08d}".encode() * 4)
                 counts[topic] += 1
         p.poll(0)
-        time.sleep(tick)
+        time.sleep(0.01)
     assert p.flush(30) == 0
 
 
@@ -68,9 +73,9 @@ def test_reported_latency_is_what_a_consumer_of_the_copy_observes(kafka, topic_f
     slow, fast = topic_factory(), topic_factory()
     conf = cfg.parse({
         "cluster": {"bootstrap_servers": kafka.bootstrap}, "group_id": f"lat-{time.monotonic_ns()}",
-        "routes": [{"source": slow, "destinations": [{"codec": "zstd", "batch": {"linger_ms": 300}}]},
+        "routes": [{"source": slow, "destinations": [{"codec": "zstd", "batch": {"linger_ms": 1000}}]},
                    {"source": fast, "destinations": [{"codec": "zstd",
-                                                      "batch": {"linger_ms": 2000, "max_records": 50}}]}],
+                                                      "batch": {"linger_ms": 3000, "max_records": FAST_BATCH}}]}],
         "commit_interval_ms": 500, "metrics": {"port": 0},
     }, environ={})
     service = Service(conf)
@@ -99,7 +104,7 @@ def test_reported_latency_is_what_a_consumer_of_the_copy_observes(kafka, topic_f
             time.sleep(0.2)
         observer.start()
         assert observing.wait(30)
-        _produce(kafka.bootstrap, {slow: SLOW_RATE, fast: FAST_RATE}, time.monotonic() + SECONDS, counts)
+        _produce(kafka.bootstrap, {slow: SLOW_RATE, fast: FAST_RATE}, counts)
         deadline = time.monotonic() + 60
         while True:  # every record observed, and acknowledged in /status (its tallies are flushed at commits)
             doc = service.status()
