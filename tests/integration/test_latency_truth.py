@@ -1,12 +1,14 @@
 """The latency /status reports is the latency an independent observer of the copy sees (issue 29, item 8).
 
-A live producer writes two sources at once: a slow one whose destination batches close by linger, and a fast one
-whose batches close by size (a few records each). A consumer of the destinations that is no part of transcoder
+A live producer writes two sources at once: a slow one whose destination batches close by linger (1 s), and a fast
+one whose batches close by size (750 records). A consumer of the destinations that is no part of transcoder
 computes, per record, when it received the copy minus the source record's timestamp (the copy keeps it): what the
-metric claims, acknowledgement minus source timestamp, give or take the consumer's own fetch. On record sets, the
-default (a batch sampled across its records, weighted). Record by record (every 16th acknowledgement, timed when
-its report is served) agreed in 3 runs of 4 by hand; its p99 rests on 1 sample in 16 and is left out here. /status's p50 and p99
+metric claims, acknowledgement minus source timestamp, give or take the consumer's own fetch. /status's p50 and p99
 of each destination must be within 25% of the observed ones; a batch sampled by its newest record alone is not.
+
+On record sets, the default (a batch sampled across its records, weighted). Record by record (every 16th
+acknowledgement, timed when its report is served) agreed in 3 runs of 4 by hand; its p99 rests on 1 sample in 16
+and is left out here.
 """
 
 from __future__ import annotations
