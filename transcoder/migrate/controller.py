@@ -16,22 +16,22 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from transcoder.config import Config
-from transcoder.errors import ConfigError, MigrationError
+from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError
 from transcoder.kafka import offset_map
 from transcoder.kafka.clients import client_config, connect_admin
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.migrate import gates, groups, verify
 from transcoder.migrate.plan import human_bytes, topic_facts
-from transcoder.migrate.state import Lease, StateStore
+from transcoder.migrate.state import SETTLE_S, SETTLING_ERRORS, Lease, StateStore, kafka_error, wait_settled
 from transcoder.migrate.target import Resolved, resolve
 from transcoder.pipeline.offset_map import PartitionMap
 
@@ -200,7 +200,7 @@ class Controller:
             return None
 
     def maps(self) -> tuple[dict[int, PartitionMap], offset_map.LaneHealth | None]:
-        return offset_map.read(self.config, self.r.destination)
+        return read_maps(self.config, self.r.destination)
 
     # ------------------------------------------------------------------ start
     def start(self, group_ids: Iterable[str], *, all_groups: bool, force_restart: bool = False
@@ -516,6 +516,22 @@ class Controller:
             migration = {**migration, "stage": "finished", "finished_ms": _now_ms()}
             self._put("migration", migration)
         return migration
+
+
+def read_maps(config: Config, destination: str, *, read: Callable[[Config, str], Any] = offset_map.read,
+              settle_s: float = SETTLE_S) -> tuple[dict[int, PartitionMap], offset_map.LaneHealth | None]:
+    """The offset map of `destination` (offset_map.read), its first moments waited out: `start` creates the
+    offset-map topic when missing, and the step after it may find its partition without a leader yet
+    (NOT_LEADER_FOR_PARTITION and the like, at most `settle_s`). Any Kafka error left: one line naming the topic."""
+    try:
+        return wait_settled(lambda: read(config, destination), timeout_s=settle_s)
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        why = f"{err.name()}: {err.str()}" if err is not None else str(exc)
+        still = f" after {settle_s:g}s" if err is not None and err.code() in SETTLING_ERRORS else ""
+        raise KafkaUnavailableError(f"cannot read offset-map topic {config.offset_map_topic}{still}: {why}; check "
+                                    "the cluster and run the command again", topic=config.offset_map_topic,
+                                    kafka_error=err.name() if err is not None else None) from exc
 
 
 def admin_for(config: Config) -> AdminClient:
