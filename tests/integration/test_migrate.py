@@ -526,3 +526,21 @@ def test_sigterm_or_sigint_to_a_waiting_cutover_releases_its_lease(kafka, topic_
         member.close()
         store.close()
     assert _committed_on(kafka, group, dest, 1) == {}  # the interrupted cutover committed nothing
+
+
+def test_a_rollback_never_moves_a_group_backwards_on_the_source(kafka, topic_factory, tmp_path):
+    source = topic_factory(partitions=1)
+    produce(kafka, source, 200, 1)
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    consume_group(kafka, group, source, stop_after=50)
+    path, conf, dest = setup(tmp_path, kafka, source)
+    copy(conf)
+    assert cut_over(path, group)[0]["outcome"] == "moved"
+    assert len(consume_group(kafka, group, dest, stop_after=30)) == 30  # at 80 on the copy: 80 on the source
+    _commit(kafka, group, source, {0: 150})  # meanwhile someone moved the group on the source past that
+    proc = migrate("rollback", "--config", path, "--group", group, ok=False)
+    line = one_line(proc)
+    assert proc.returncode != 0, proc.stdout
+    assert (f"rollback of group {group} refused: it would move the group backwards on {source} [0] from its "
+            "committed offset 150 to 80") in line, line
+    assert _committed_on(kafka, group, source, 1) == {0: 150}  # nothing committed
