@@ -3,8 +3,9 @@
 - Records a lane had not copied yet deleted from the source (DeleteRecords while the lane is stopped): the next run
   names the loss in one line, counts it (transcoder_source_records_lost_total), marks the offset map's gap (verify
   reports it, not `equal`), and stops (on_source_loss: stop, the default) or copies on after it (continue).
-- A partition added to a running source: the lane stops naming the topic and both partition counts; verify never
-  reports `equal` for a partition whose records have no copy.
+- A partition added to a running source: a destination transcoder created is extended and the partition copied;
+  any other destination stops the lane naming the topic and both partition counts, and verify never reports
+  `equal` for a partition whose records have no copy.
 """
 
 from __future__ import annotations
@@ -98,11 +99,14 @@ def test_records_deleted_before_they_were_copied_stop_the_lane_then_continue(
     assert result.mismatch is not None and result.mismatch.field == LOST_IN_SOURCE, result.line
 
 
+@pytest.mark.parametrize("own", [True, False], ids=["created-by-transcoder", "created-by-the-user"])
 @pytest.mark.parametrize("hot_path", HOT_PATHS)
-def test_a_partition_added_to_a_running_source_stops_the_lane_naming_both_counts(
-        kafka, admin, topic_factory, producer_factory, hot_path) -> None:
+def test_a_partition_added_to_a_running_source_is_copied_or_stops_the_lane_naming_both_counts(
+        kafka, admin, topic_factory, producer_factory, hot_path, own) -> None:
     source = topic_factory(partitions=3)
     dest = f"{source}.lz4"
+    if not own:
+        topic_factory(partitions=3, name=dest)
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], hot_path=hot_path,
                        migration={}, cluster={"bootstrap_servers": kafka.bootstrap,
                                               "config": {"topic.metadata.refresh.interval.ms": 1000}})
@@ -127,6 +131,22 @@ def test_a_partition_added_to_a_running_source_stops_the_lane_naming_both_counts
     for fut in admin.create_partitions([NewPartitions(source, 4)]).values():
         fut.result()
     _produce(producer_factory, source, 0, 100, partition=3)
+    if own:  # the destination transcoder created is extended, and partition 3 copied into partition 3
+        try:
+            while _copied(kafka, dest) < 250:
+                assert time.monotonic() < deadline + 60, "partition 3 was not copied"
+                assert t.is_alive(), failed
+                time.sleep(0.5)
+        finally:
+            service.stop()
+            t.join(60)
+        assert not failed, failed
+        got = [(r[0], r[2], r[3]) for r in read_all(kafka.bootstrap, dest) if r[0] == 3]
+        assert got == [(3, f"k-3-{i}".encode(), f"v-3-{i}".encode()) for i in range(100)]
+        results = verify(conf, source, dest, offset_map.read(conf, dest)[0])
+        assert [(p, r.mismatch, r.compared) for p, r in sorted(results.items())] == \
+               [(0, None, 50), (1, None, 50), (2, None, 50), (3, None, 100)]
+        return
     t.join(60)
     if t.is_alive():
         service.stop()

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import structlog
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from transcoder.codecs import ZSTD_MIN_PRODUCE_VERSION, broker_recompresses
 from transcoder.config import Config
@@ -240,6 +240,25 @@ def create_missing(dst: AdminClient, provision: Provision) -> list[str]:
         wait_leaders(dst, d.topic)  # the lanes write to it next: every partition has its leader first
         created.append(d.topic)
     return created
+
+
+def extend_partitions(dst: AdminClient, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Give a destination transcoder created `partitions` partitions (its source's, raised while it ran), and wait
+    until each has a leader. TopicError naming the topic when Kafka refuses."""
+    fut = dst.create_partitions([NewPartitions(topic, partitions)], operation_timeout=timeout,
+                                request_timeout=timeout)[topic]
+    try:
+        fut.result()
+    except KafkaException as exc:
+        err = exc.args[0]
+        if err.code() != KafkaError.INVALID_PARTITIONS:  # INVALID_PARTITIONS: it has that many already
+            raise TopicError(f"cannot add partitions to destination {topic} (to {partitions}): {err.str()}",
+                             topic=topic, kafka_error=err.name()) from None
+    shape = wait_leaders(dst, topic, timeout_s=timeout)
+    if shape.partitions < partitions:
+        raise TopicError(f"destination {topic} has {shape.partitions} partitions, not the {partitions} asked for",
+                         topic=topic)
+    log.warning("destination_partitions_added", topic=topic, partitions=partitions)
 
 
 @dataclass(frozen=True)

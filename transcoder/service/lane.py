@@ -10,7 +10,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from confluent_kafka import (
     Consumer,
     KafkaError,
     KafkaException,
+    Producer,
     TopicPartition,
 )
 
@@ -100,10 +101,16 @@ class Lane:
     def __init__(self, spec: LaneSpec, config: Config, metrics: LaneMetrics,
                  end_offsets: dict[Partition, tuple[int, int]] | None = None,
                  threads: ThreadLedger | None = None, scorer: Scorer | None = None,
-                 destination_partitions: dict[str, int] | None = None) -> None:
+                 destination_partitions: dict[str, int] | None = None,
+                 extend_destination: Callable[[str, int], None] | None = None,
+                 own_destinations: set[str] | None = None) -> None:
         self.spec = spec
         #: destination topic -> its partition count (pre-flight's): a source partition at or past it cannot be copied
         self.destination_partitions = dict(destination_partitions or {})
+        #: destinations transcoder created, and how to give one more partitions: a source partition added while the
+        #: lane runs is copied there; any other destination stops the lane (_check_destination_partitions)
+        self._extend_destination = extend_destination
+        self._own_destinations = set(own_destinations or ())
         self.config = config
         self.metrics = metrics
         #: source partition -> (low, high) watermarks seen at start, for --until-caught-up
@@ -280,6 +287,17 @@ class Lane:
                     now = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
                 except (KafkaException, KeyError):
                     now = partition + 1
+                now = max(now, partition + 1)
+                if self._extend_destination is not None and dest in self._own_destinations:
+                    self._extend_destination(dest, now)
+                    self.destination_partitions[dest] = now
+                    for producer in self.writer.producers:  # librdkafka's learn the new partitions now, not in 5 min
+                        if isinstance(producer, Producer):
+                            producer.list_topics(dest, timeout=10)
+                    log.warning("source_partitions_added", lane=self.spec.name, topic=topic, destination=dest,
+                                partitions=now, was=have, note=f"{dest} (created by transcoder) extended to match: "
+                                "the new partitions are copied")
+                    continue
                 raise TranscoderError(
                     f"source {topic} has {now} partitions now but its destination {dest} has {have}: partition "
                     f"{partition} was added to the running source and cannot be copied (records of partition p land "

@@ -15,7 +15,7 @@ import structlog
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.admin import end_offsets
-from transcoder.kafka.provisioning import Prepared, prepare
+from transcoder.kafka.provisioning import Prepared, extend_partitions, prepare
 from transcoder.metrics import status as status_doc
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
@@ -138,7 +138,10 @@ class Service(Served):
             Lane(spec, self.config, self.metrics.lane(spec.name),
                  end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources} if ends is not None else None,
                  threads=self.threads, scorer=self.scorer,
-                 destination_partitions={d.topic: d.partitions for d in prepared.provision.destinations})
+                 destination_partitions={d.topic: d.partitions for d in prepared.provision.destinations},
+                 # destinations transcoder created (this run): extended when partitions are added to their source
+                 extend_destination=lambda topic, n: extend_partitions(prepared.dst_admin, topic, n),
+                 own_destinations=set(prepared.created))
             for spec in prepared.plan.lanes
         ]
         errors: list[BaseException] = []
