@@ -76,6 +76,10 @@ def kafka_python_config(librdkafka: Mapping[str, Any]) -> dict[str, Any]:
             conf[_PEM_PROPERTIES[k]] = _pem_file(str(v))
     if str(librdkafka.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
         conf["ssl_check_hostname"] = False
+    if conf.get("sasl_mechanism") == "OAUTHBEARER":  # librdkafka's unsecured JWT, as kafka-python's token provider
+        from transcoder.kafka import oauthbearer
+
+        conf["sasl_oauth_token_provider"] = oauthbearer.token_provider(oauthbearer.check_oauthbearer(librdkafka))
     return conf
 
 
