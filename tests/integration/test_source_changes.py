@@ -50,13 +50,14 @@ def _lost(metrics: Metrics, topic: str) -> float:
                for s in fam.samples if s.name.endswith("_total") and s.labels.get("topic") == topic)
 
 
-@pytest.mark.parametrize("hot_path", HOT_PATHS)
+@pytest.mark.parametrize(("hot_path", "guarantee"), [("batches", "at-least-once"), ("records", "at-least-once"),
+                                                    ("batches", "exactly-once"), ("records", "exactly-once")])
 def test_records_deleted_before_they_were_copied_stop_the_lane_then_continue(
-        kafka, admin, topic_factory, producer_factory, hot_path, capsys) -> None:
+        kafka, admin, topic_factory, producer_factory, hot_path, guarantee) -> None:
     source = topic_factory(partitions=1)
     dest = f"{source}.zstd"
     routes = [{"source": source, "destinations": [{"codec": "zstd"}]}]
-    conf = make_config(kafka, routes, hot_path=hot_path, migration={})
+    conf = make_config(kafka, routes, hot_path=hot_path, guarantee=guarantee, migration={})
     _produce(producer_factory, source, 0, 100)
     Service(conf).run(until_caught_up=True)
     assert [r[2] for r in read_all(kafka.bootstrap, dest)] == [f"k-0-{i}".encode() for i in range(100)]
@@ -88,8 +89,8 @@ def test_records_deleted_before_they_were_copied_stop_the_lane_then_continue(
 
     # on_source_loss: continue: the loss is named and counted again, and the copy goes on after the gap
     metrics = Metrics()
-    cont = make_config(kafka, routes, hot_path=hot_path, migration={}, on_source_loss="continue",
-                       group_id=conf.group_id)
+    cont = make_config(kafka, routes, hot_path=hot_path, guarantee=guarantee, migration={},
+                       on_source_loss="continue", group_id=conf.group_id)
     Service(cont, metrics=metrics).run(until_caught_up=True)
     assert _lost(metrics, source) == 150
     got = [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)]
