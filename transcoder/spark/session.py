@@ -67,6 +67,14 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+#: Spark's own default spark.redaction.regex (SparkConf in the UI and event logs, and option values in plans: a key
+#: or a value it matches is hidden), and JAAS configs (`kafka.sasl.jaas.config` carries the SASL password).
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|jaas"
+#: Source and sink options whose values plans and the UI hide (Spark's default is `(?i)url` only).
+OPTIONS_REDACTION_REGEX = r"(?i)url|jaas|password|secret|token"
+_REDACTION = {"spark.redaction.regex": REDACTION_REGEX, "spark.sql.redaction.options.regex": OPTIONS_REDACTION_REGEX}
+
+
 def settings(spark: SparkConfig, *, app_name: str, version: str, submitted: bool = False) -> dict[str, str]:
     """Every setting the session is built with; the config's own `conf` last (it may not set the master or
     the connector: the config model refuses those keys). Under spark-submit, its master and packages stay."""
@@ -79,14 +87,18 @@ def settings(spark: SparkConfig, *, app_name: str, version: str, submitted: bool
         **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
            if spark.master.startswith("local") else {}),
     }
-    return {
+    out = {
         "spark.app.name": app_name,
         **own,
         "spark.ui.showConsoleProgress": "false",
-        # Source options shown in plans and the UI: the SASL JAAS config carries the password.
-        "spark.sql.redaction.options.regex": r"(?i)url|jaas|password|secret|token",
+        **_REDACTION,
         **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.conf.items()},
     }
+    # A config's own redaction pattern widens transcoder's, never narrows it: the secrets stay hidden.
+    for key, ours in _REDACTION.items():
+        if out[key] != ours:
+            out[key] = f"{ours}|(?:{out[key]})"
+    return out
 
 
 def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version: str | None = None) -> Any:
