@@ -57,9 +57,10 @@ STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3600 * 100
 #: How long a read may go without reaching the end offset it started with.
 _READ_STALL_S = 30.0
 #: Errors a partition answers with for a moment after its topic is created (its leader not elected yet, or not
-#: known to every broker yet): waited out, for at most SETTLE_S, never reported as an unreachable cluster.
+#: known to every broker yet; UNKNOWN_LEADER_EPOCH: the broker asked is behind the metadata the client has):
+#: waited out, for at most SETTLE_S, never reported as an unreachable cluster.
 SETTLING_ERRORS = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                             KafkaError.UNKNOWN_TOPIC_OR_PART})
+                             KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_LEADER_EPOCH})
 #: How long a new topic's partition may take to get its leader (a busy 2-core machine: seconds).
 SETTLE_S = 30.0
 
