@@ -23,8 +23,10 @@ class TopicShape:
 
 #: Kafka's answers about a topic created a moment ago, before each of its partitions has a leader that every broker
 #: knows: waited out (bounded by SETTLE_S, or the caller's timeout), never reported as an unreachable cluster.
+#: UNKNOWN_LEADER_EPOCH: the leader asked is behind the metadata the client has (seen from ListOffsets on a new
+#: offset-map topic in a test_migrate.py run: "Leader epoch is newer than broker epoch").
 SETTLING_ERRORS = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                             KafkaError.UNKNOWN_TOPIC_OR_PART})
+                             KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_LEADER_EPOCH})
 #: How long a new topic's partitions may take to get their leaders (a busy 2-core machine: seconds).
 SETTLE_S = 30.0
 

@@ -27,11 +27,12 @@ from confluent_kafka.admin import AdminClient
 from transcoder.config import Config
 from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError
 from transcoder.kafka import offset_map
+from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, wait_settled
 from transcoder.kafka.clients import client_config, connect_admin
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.migrate import gates, groups, verify
 from transcoder.migrate.plan import human_bytes, topic_facts
-from transcoder.migrate.state import SETTLE_S, SETTLING_ERRORS, Lease, StateStore, kafka_error, wait_settled
+from transcoder.migrate.state import Lease, StateStore, kafka_error
 from transcoder.migrate.target import Resolved, resolve
 from transcoder.pipeline.offset_map import PartitionMap
 

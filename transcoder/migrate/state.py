@@ -16,10 +16,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 from uuid import uuid4
 
 import structlog
@@ -40,7 +40,7 @@ from transcoder.errors import (
     TopicError,
     TranscoderError,
 )
-from transcoder.kafka.admin import describe_configs, ensure
+from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, describe_configs, ensure, wait_settled
 from transcoder.kafka.clients import (
     ErrorTracker,
     client_config,
@@ -56,15 +56,6 @@ CONTROLLER_PREFIX = "controller/"
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
 #: How long a read may go without reaching the end offset it started with.
 _READ_STALL_S = 30.0
-#: Errors a partition answers with for a moment after its topic is created (its leader not elected yet, or not
-#: known to every broker yet; UNKNOWN_LEADER_EPOCH: the broker asked is behind the metadata the client has):
-#: waited out, for at most SETTLE_S, never reported as an unreachable cluster.
-SETTLING_ERRORS = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                             KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_LEADER_EPOCH})
-#: How long a new topic's partition may take to get its leader (a busy 2-core machine: seconds).
-SETTLE_S = 30.0
-
-T = TypeVar("T")
 
 
 def now_ms() -> int:
@@ -77,29 +68,6 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
     return None
-
-
-def wait_settled(attempt: Callable[[], T], *, timeout_s: float = SETTLE_S, clock: Callable[[], float] | None = None,
-                 sleep: Callable[[float], None] | None = None, first_wait_s: float = 0.05,
-                 max_wait_s: float = 1.0) -> T:
-    """`attempt()`'s result, calling it again while it raises a KafkaException of one of SETTLING_ERRORS (a topic
-    created a moment ago), waiting `first_wait_s` doubling up to `max_wait_s` in between, for at most
-    `timeout_s`; then that last exception. Any other exception is raised at once."""
-    clock = clock or time.monotonic
-    sleep = sleep or time.sleep
-    deadline = clock() + timeout_s
-    wait = first_wait_s
-    while True:
-        try:
-            return attempt()
-        except KafkaException as exc:
-            err = kafka_error(exc)
-            left = deadline - clock()
-            if err is None or err.code() not in SETTLING_ERRORS or left <= 0:
-                raise
-            log.debug("topic_settling", error=err.name(), retry_in_s=min(wait, left))
-            sleep(min(wait, left))
-            wait = min(wait * 2, max_wait_s)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         out.append(s)
         now[0] += s
 
-    monkeypatch.setattr("transcoder.migrate.state.time.sleep", sleep)
-    monkeypatch.setattr("transcoder.migrate.state.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("transcoder.kafka.admin.time.sleep", sleep)
+    monkeypatch.setattr("transcoder.kafka.admin.time.monotonic", lambda: now[0])
     return out
 
 

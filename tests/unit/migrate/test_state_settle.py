@@ -11,7 +11,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from transcoder import config as cfg
 from transcoder.errors import KafkaUnavailableError
-from transcoder.migrate.state import SETTLING_ERRORS, StateStore, wait_settled
+from transcoder.kafka.admin import SETTLING_ERRORS, wait_settled
+from transcoder.migrate.state import StateStore
 
 
 class Clock:
@@ -110,7 +111,7 @@ def _store() -> StateStore:
 
 def test_the_store_reads_a_topic_it_just_created_through_its_first_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    monkeypatch.setattr("transcoder.migrate.state.time.sleep", clock.sleep)
+    monkeypatch.setattr("transcoder.kafka.admin.time.sleep", clock.sleep)
     s = _store()
     s._ensured = True  # it created the topic a moment ago
     fake = FakeConsumer(s.topic, [KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION],
@@ -122,8 +123,8 @@ def test_the_store_reads_a_topic_it_just_created_through_its_first_errors(monkey
 
 def test_a_leader_that_never_comes_is_named_not_reported_as_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    monkeypatch.setattr("transcoder.migrate.state.time.sleep", clock.sleep)
-    monkeypatch.setattr("transcoder.migrate.state.time.monotonic", clock)
+    monkeypatch.setattr("transcoder.kafka.admin.time.sleep", clock.sleep)
+    monkeypatch.setattr("transcoder.kafka.admin.time.monotonic", clock)
     s = _store()
     s._ensured = True
     s._consumer = FakeConsumer(s.topic, [KafkaError.NOT_LEADER_FOR_PARTITION] * 10_000, [])  # type: ignore[assignment]
