@@ -4,7 +4,6 @@ well as bytes, so it commits smaller transactions instead of aborting and readin
 from __future__ import annotations
 
 import random
-import threading
 import time
 
 import structlog
@@ -12,6 +11,7 @@ from confluent_kafka import Producer
 
 from tests.support.configs import make_config
 from tests.support.records import read_all
+from tests.support.running import ServiceThread
 from transcoder.service import lane as lane_module
 from transcoder.service.runner import Service
 
@@ -35,24 +35,15 @@ def test_zstd_22_commits_small_transactions_and_never_aborts(kafka, topic_factor
                        transaction_timeout_ms=4000)
     service = Service(conf)
     monkeypatch.setattr(lane_module, "log", structlog.get_logger("transcoder.lane"))
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            service.run(until_caught_up=True)
-        except BaseException as exc:
-            errors.append(exc)
-
     with structlog.testing.capture_logs() as logs:
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
+        t = ServiceThread(service, until_caught_up=True).start()
         t.join(120)
         if t.is_alive():  # aborting and reading the same records again, for good
             service.stop()
             t.join(60)
     aborted = [e for e in logs if e["event"] == "transaction_aborted"]
     lanes = {ln.spec.name: ln.status.records for ln in service.lanes}
-    assert not errors, errors
+    assert not t.errors, t.errors
     assert not aborted, (len(aborted), aborted[:2], lanes)
     assert lanes == {f"{source}.zstd-22": RECORDS}  # each record read once: nothing read again
     want = [(p, k, v, h, ts) for p, _, k, v, h, ts in read_all(kafka.bootstrap, source)]

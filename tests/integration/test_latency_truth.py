@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from tests.support.http import get
+from tests.support.running import ServiceThread
 from transcoder import config as cfg
 from transcoder.service.runner import Service
 
@@ -83,16 +84,8 @@ def test_reported_latency_is_what_a_consumer_of_the_copy_observes(kafka, topic_f
     service = Service(conf)
     port = service.serve(0)
     url = f"http://127.0.0.1:{port}"
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            service.run()
-        except BaseException as exc:
-            errors.append(exc)
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
+    runner = ServiceThread(service).start()
+    errors = runner.errors
     dests = {slow: f"{slow}.zstd", fast: f"{fast}.zstd"}
     seen: dict[str, list[float]] = {d: [] for d in dests.values()}
     counts = dict.fromkeys(dests, 0)
