@@ -65,10 +65,23 @@ class SourceLoss:
     first: int
     #: the partition's end when the loss was found
     end: int
+    #: the topic deleted and recreated under the same name: its id before and now (else both empty)
+    topic_id: str = ""
+    new_topic_id: str = ""
+    #: recreated: the old topic's last end the lane saw (-1: never seen)
+    seen_end: int = -1
+
+    @property
+    def recreated(self) -> bool:
+        return bool(self.topic_id)
 
     @property
     def records(self) -> int | None:
-        """How many records were lost (None: unknown, the partition starts again below the position)."""
+        """How many records were lost (None: unknown). Recreated: the old topic's last end seen minus the lane's
+        position (records written to the old topic after that end are not known); else None when the partition
+        starts again below the position."""
+        if self.recreated:
+            return max(0, self.seen_end - self.offset) if self.seen_end >= 0 else None
         return self.first - self.offset if self.first >= self.offset else None
 
 
@@ -112,6 +125,8 @@ class Fetcher:
         self.past_loss = past_loss
         #: losses found since the caller last took them (`take_losses`)
         self.losses: list[SourceLoss] = []
+        #: topics a Fetch found unknown (deleted, perhaps recreated) since the caller last looked: it checks their ids
+        self.unknown_topics: set[str] = set()
 
     def take_losses(self) -> list[SourceLoss]:
         out, self.losses = self.losses, []
@@ -260,6 +275,8 @@ class Fetcher:
         name = err.__name__
         if name in _STALE_LEADER:
             self._leaders.pop(tp, None)
+            if name == "UnknownTopicOrPartitionError":
+                self.unknown_topics.add(tp[0])
             self._failures.failed("fetch_partition_failed", time.monotonic(), topic=tp[0], partition=tp[1],
                                   error=name)
             return

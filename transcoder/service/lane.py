@@ -33,6 +33,7 @@ from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka import offset_map
 from transcoder.kafka.fetcher import Fetcher, SourceLoss
 from transcoder.kafka.statistics import consumer_lag, stable_offsets
+from transcoder.kafka.topic_ids import GONE, TopicIds
 from transcoder.kafka.watermarks import EndOffsets
 from transcoder.kafka.writer import Writer
 from transcoder.metrics.cpu import ThreadLedger
@@ -130,6 +131,22 @@ class Lane:
                                  destinations={d: (s, self.writer.codec_of[d]) for d, s in self.writer.source_of.items()})
         conf = {**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}
         self._error_trackers = [conf["error_cb"], *self.writer.error_trackers]
+        #: the sources' topic ids (a topic deleted and recreated: a new id, _check_topic_ids), asked on assignment, at
+        #: each metadata refresh interval, and at once where a Fetch or the consumer finds a topic unknown
+        self._topic_ids = TopicIds(config.cluster.librdkafka(), f"transcoder-{spec.name}-ids",
+                                   lambda make: self.threads.create((spec.name, "consume"), make))
+        self._source_ids: dict[str, str] = {}
+        self._ids_every = int(conf.get("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)) / 1000
+        self._ids_due = 0.0
+        #: each source partition's highest end seen (for a recreated topic: the old topic's last end seen) and,
+        #: once released, where the lane was in it
+        self._max_end: dict[Partition, int] = {}
+        self._released_at: dict[Partition, int] = {}
+        #: partitions of a recreated topic under on_source_loss: stop: nothing of them is committed
+        self._recreated: set[Partition] = set()
+        #: partitions of a source found deleted: not read (by name: a topic recreated meanwhile would be read from
+        #: the old one's position) until its id is known again
+        self._gone: set[Partition] = set()
         self.consumer = self.threads.create((spec.name, "consume"), lambda: Consumer(conf), start_threads)
         #: readiness: (records read + acknowledged, when that last changed); see _check_progress
         self._progress = (0, time.monotonic())
@@ -203,6 +220,8 @@ class Lane:
         # queue is full (the destination behind): the broker's answer, asked each emission, counts too.
         self._ends.refresh(self._assigned)
         for tp, end in self._ends.known.items():
+            if tp in self._assigned:
+                self._max_end[tp] = max(self._max_end.get(tp, -1), end)
             if tp in self._last_committed and tp in self._assigned:
                 lags[tp] = max(lags.get(tp, 0), end - self._last_committed[tp])
         for (topic, partition), lag in lags.items():
@@ -236,6 +255,7 @@ class Lane:
         if not partitions:
             return
         self._check_destination_partitions(consumer, tps)
+        recreated = self._check_topic_ids(self._topic_ids.now({t for t, _ in tps}), assigning=tps)
         if self._eos:
             # First: taking the transactional id aborts what an earlier holder of it left open (its offsets among
             # it), instead of waiting for the broker to time that transaction out.
@@ -243,18 +263,23 @@ class Lane:
         # What the group already committed counts as done: a partition fully copied by an
         # earlier run is caught up without a record of this run.
         committed = self._committed(consumer, partitions)
+        if recreated:  # the new topic from its start, whatever was committed meanwhile (the old topic's position)
+            committed = [TopicPartition(p.topic, p.partition, OFFSET_BEGINNING) if (p.topic, p.partition) in recreated
+                         else p for p in committed]
         for p in committed:
             if p.offset >= 0:
                 self._last_committed[(p.topic, p.partition)] = p.offset
         if self.fetcher is not None:
-            starts: dict[Partition, int | str | None] = {(p.topic, p.partition): p.offset if p.offset >= 0 else None
-                                                         for p in committed}
+            starts: dict[Partition, int | str | None] = {
+                (p.topic, p.partition): p.offset if p.offset >= 0 else "earliest" if p.offset == OFFSET_BEGINNING
+                else None for p in committed}
             if isinstance(self.config.start, datetime):  # no record since that time: the end
                 starts.update({tp: off if off >= 0 else "latest"
                                for tp, off in self._start_time_offsets(consumer, committed).items()})
             self.fetcher.assign(starts)
             if self._paused:
                 self.fetcher.paused.update(tps)
+            self.fetcher.paused.update(self._recreated.intersection(tps))
             # librdkafka never fetches them: the fetcher does. Assigned here (confluent-kafka then skips its own
             # assignment) so that the pause lands on the assigned partitions; exactly-once rebalances eagerly, where
             # each assignment is whole.
@@ -263,15 +288,19 @@ class Lane:
         else:
             if isinstance(self.config.start, datetime):
                 self._seek_to_start_time(consumer, partitions, committed)
-            elif any(p.offset < 0 for p in committed):
+            elif any(p.offset < 0 for p in committed) or recreated:
                 # auto.offset.reset is `error` (consumer_config): partitions never committed start where `start`
                 # says, assigned here (confluent-kafka then skips its own assignment, as _seek_to_start_time).
                 fresh = OFFSET_BEGINNING if self.config.start == "earliest" else OFFSET_END
                 (consumer.assign if self._eos else consumer.incremental_assign)(
-                    [TopicPartition(p.topic, p.partition, p.offset if p.offset >= 0 else fresh) for p in committed])
+                    [TopicPartition(p.topic, p.partition, p.offset if p.offset >= 0 or p.offset == OFFSET_BEGINNING
+                                    else fresh) for p in committed])
             # librdkafka keeps a partition's pause across assignments: one paused by backpressure before it was
             # lost would stay paused for good once assigned again. It follows the lane's state instead.
             (consumer.pause if self._paused else consumer.resume)(partitions)
+            stopped = [p for p in partitions if (p.topic, p.partition) in self._recreated]
+            if stopped:
+                consumer.pause(stopped)
         self.status.assigned = sorted(self._assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
 
@@ -398,6 +427,11 @@ class Lane:
         log.warning("partitions_lost", lane=self.spec.name, partitions=show(tps))
 
     def _release(self, tps: list[Partition]) -> None:
+        self._gone.difference_update(tps)
+        for tp in tps:  # where the lane was: a topic recreated meanwhile is reported from there (_check_topic_ids)
+            at = self._position(tp)
+            if at is not None:
+                self._released_at[tp] = at
         if self.fetcher is not None:
             self.fetcher.revoke(tps)
         for tp in tps:
@@ -444,6 +478,7 @@ class Lane:
                         raise self._revoke_error
                     if msgs:
                         self._copy(msgs)
+                self._watch_topic_ids(time.monotonic())
                 if self._loss_error is not None:  # on_source_loss: stop; what was copied is committed first
                     break
                 self.writer.poll(0)
@@ -542,10 +577,14 @@ class Lane:
         room = self._room()
         fetched = self.fetcher.fetch(budget=max(room, 1), skip=self._pending) if not idle else {}
         for loss in self.fetcher.take_losses():
+            if loss.records is None and self._check_topic_ids(self._topic_ids.now([loss.topic]),
+                                                              at={(loss.topic, loss.partition): loss.offset}):
+                continue  # the topic was recreated: reported as such
             self._source_lost(loss)
         now = time.monotonic()
         for tp, f in fetched.items():
-            self._fetched_ends[tp] = f.end  # the broker's answers between Fetches (_ends) count too, at each emission
+            self._fetched_ends[tp] = f.end
+            self._max_end[tp] = max(self._max_end.get(tp, -1), f.end)  # the broker's answers between Fetches (_ends) count too, at each emission
             if len(f.records):
                 self._pending[tp] = (f.records, 0)
                 if self._eos and tp not in self._last_committed and tp not in self._txn_first:
@@ -598,6 +637,8 @@ class Lane:
             raise TranscoderError(f"lane {self.spec.name}: {m.topic()} [{m.partition()}] offset {offset} is out of "
                                   f"range and its offsets cannot be read: {exc.args[0].str()}", topic=m.topic(),
                                   partition=m.partition(), offset=offset) from None
+        if self._check_topic_ids(self._topic_ids.now([m.topic()]), at={(m.topic(), m.partition()): offset}):
+            return  # the topic was recreated: reported as such
         if offset < 0 or first <= offset <= end:  # not a loss (a position moved meanwhile): read on
             self.consumer.seek(TopicPartition(m.topic(), m.partition(), max(offset, first)))
             return
@@ -624,6 +665,9 @@ class Lane:
         gap (verify and cutover see it), and on_source_loss: stop ends the lane once it committed what it copied."""
         n = loss.records
         where = f"{loss.topic} [{loss.partition}]"
+        if loss.recreated:
+            self._recreated_lost(loss)
+            return
         what = (f"source records {loss.offset}..{loss.first - 1} of {where} ({n}) were deleted before they were "
                 "copied (retention or DeleteRecords overtook the lane)" if n is not None else
                 f"{where} ends at offset {loss.end}, before the lane's position {loss.offset} (truncated, or the "
@@ -647,9 +691,149 @@ class Lane:
                 "run once with on_source_loss: continue", topic=loss.topic, partition=loss.partition,
                 offset=loss.offset)
 
+    def _position(self, tp: Partition) -> int | None:
+        """Where the lane is in a partition it holds: the next record it would hand the writer."""
+        if self.fetcher is not None:
+            at = self._read_position(tp)
+        else:
+            at = self.ledger.next_offset.get(tp)
+        if at is None:
+            at = self._last_committed.get(tp)
+        return at
+
+    def _watch_topic_ids(self, now: float) -> None:
+        """From the loop: the sources' ids asked each metadata refresh interval (sooner, at most once a second,
+        after a Fetch found a topic unknown), the answers taken without waiting."""
+        answers = self._topic_ids.answers()
+        if answers:
+            self._check_topic_ids(answers)
+        hint = self.fetcher is not None and self.fetcher.unknown_topics
+        if now >= self._ids_due or (hint and now >= self._ids_due - self._ids_every + 1):
+            if self.fetcher is not None:
+                self.fetcher.unknown_topics.clear()
+            self._topic_ids.ask({t for t, _ in self._assigned})
+            self._ids_due = now + self._ids_every
+
+    def _check_topic_ids(self, ids: dict[str, str], assigning: Iterable[Partition] = (),
+                         at: dict[Partition, int] | None = None) -> set[Partition]:
+        """Topics whose id changed since the lane first saw them (deleted and recreated): each partition the lane
+        holds (or is being assigned: `assigning`) is a loss, reported through the loss path. Returns them. `at`:
+        the lane's position in a partition, where it is known better than now (an offset found out of range)."""
+        lost: set[Partition] = set()
+        assigning = set(assigning)
+        for topic, new in sorted(ids.items()):
+            old = self._source_ids.get(topic)
+            if new == GONE:  # deleted: whether it comes back under a new id is seen at the next check (1 s)
+                gone = {tp for tp in self._assigned if tp[0] == topic} - self._gone
+                if old is not None and gone:
+                    self._gone.update(gone)
+                    self._hold(gone, True)
+                    log.warning("source_topic_deleted", lane=self.spec.name, topic=topic, topic_id=old,
+                                partitions=show(sorted(gone)), note="not read until the topic is back: a topic "
+                                "recreated under the same name is a loss (source_records_lost)")
+                self._ids_due = min(self._ids_due, time.monotonic() + 1)
+                continue
+            self._source_ids[topic] = new
+            back = {tp for tp in self._gone if tp[0] == topic}
+            if back:
+                self._gone -= back
+                if old == new:
+                    self._hold(back & self._assigned, False)
+            if old is None or old == new:
+                continue
+            for tp in sorted(tp for tp in self._assigned | assigning if tp[0] == topic):
+                pos = (at or {}).get(tp)
+                if pos is None and tp not in assigning:
+                    pos = self._position(tp)
+                if pos is None:
+                    pos = self._released_at.get(tp)
+                seen = max(self._max_end.pop(tp, -1), pos if pos is not None else -1)  # what it read, at least
+                self._released_at.pop(tp, None)
+                loss = SourceLoss(topic, tp[1], pos if pos is not None else 0, 0, 0, topic_id=old, new_topic_id=new,
+                                  seen_end=seen if pos is not None else -1)
+                self._source_lost(loss)
+                lost.add(tp)
+                if self.config.on_source_loss == "stop":
+                    self._recreated.add(tp)
+                    if self.fetcher is not None:
+                        self.fetcher.paused.add(tp)
+                    elif tp in self._assigned:
+                        self.consumer.pause([TopicPartition(*tp)])
+                elif tp not in assigning:
+                    self._restart_recreated(tp)
+        return lost
+
+    def _hold(self, tps: set[Partition], hold: bool) -> None:
+        """Stop reading these partitions (a deleted source), or read them again (unless backpressure holds all)."""
+        if not tps:
+            return
+        if self.fetcher is not None:
+            if hold:
+                self.fetcher.paused.update(tps)
+            elif not self._paused:
+                self.fetcher.paused.difference_update(tps)
+        elif hold:
+            self.consumer.pause([TopicPartition(*tp) for tp in sorted(tps)])
+        elif not self._paused:
+            self.consumer.resume([TopicPartition(*tp) for tp in sorted(tps)])
+
+    def _restart_recreated(self, tp: Partition) -> None:
+        """on_source_loss: continue, a partition the lane holds whose topic was recreated: what was read of the
+        old topic is delivered, and the new topic is read from its start (nothing of the old one committed to it)."""
+        if not self._eos:
+            self.writer.drain(self.config.shutdown_timeout_s)
+        self.ledger.forget([tp])
+        self._last_committed.pop(tp, None)
+        self._txn_first.pop(tp, None)
+        if self.fetcher is not None:
+            self._pending.pop(tp, None)
+            self.fetcher.assign({tp: "earliest"})
+            if not self._paused:
+                self.fetcher.paused.discard(tp)
+        else:
+            self._restart_at(tp[0], tp[1], OFFSET_BEGINNING)
+
+    def _recreated_lost(self, loss: SourceLoss) -> None:
+        """_source_lost for a topic deleted and recreated (a new topic id)."""
+        n = loss.records
+        where = f"{loss.topic} [{loss.partition}]"
+        stop = self.config.on_source_loss == "stop"
+        what = (f"source topic {loss.topic} was deleted and recreated (topic id {loss.topic_id} is now "
+                f"{loss.new_topic_id}): {where} was at offset {loss.offset}; "
+                + (f"the old topic's last end seen was {loss.seen_end}: records {loss.offset}..{loss.seen_end - 1} "
+                   f"({n}) were lost before they were copied (and any written after that end)" if n else
+                   f"the old topic's last end seen was {loss.seen_end}: no record seen was left uncopied (any written "
+                   "after that end were lost)" if n == 0 else
+                   "its end was never seen: how many records were lost is unknown"))
+        log.error("source_records_lost", lane=self.spec.name, topic=loss.topic, partition=loss.partition,
+                  offset=loss.offset, topic_id=loss.topic_id, new_topic_id=loss.new_topic_id,
+                  last_end_offset=loss.seen_end if loss.seen_end >= 0 else None,
+                  records_lost=n if n is not None else "unknown", on_source_loss=self.config.on_source_loss,
+                  note=what + ("; the lane stops (on_source_loss: stop)" if stop else
+                               "; copying the new topic from its start (on_source_loss: continue)"))
+        if n:
+            self.metrics.source_records_lost(loss.topic, loss.partition, n)
+        if self.config.migration is not None and n != 0:  # the offset map's gap: verify and cutover see it
+            hi = loss.seen_end if n is not None else loss.offset + 1
+            offset_map.store_lost(self.config, [(loss.topic, d, loss.partition, loss.offset, hi)
+                                                for d in self.ledger.destinations_of.get(loss.topic, ())],
+                                  self.config.shutdown_timeout_s)
+        if stop and self._loss_error is None:
+            self._loss_error = TranscoderError(
+                f"lane {self.spec.name}: {what}; stopped (on_source_loss: stop), nothing committed for the new "
+                "topic: the next run copies it from where `start` says", topic=loss.topic,
+                partition=loss.partition, offset=loss.offset)
+
     def _consumer_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._PARTITION_EOF:
             return
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            gone = [t for t in self._source_ids if t in err.str()]
+            if gone:  # a source deleted under the lane: recreated or not, the topic id checks (soon) tell
+                log.warning("source_topic_unknown", lane=self.spec.name, topics=gone, error=err.str(),
+                            note="deleted? a topic recreated under the same name is a loss (source_records_lost)")
+                self._ids_due = 0.0
+                return
         if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                          KafkaError.GROUP_AUTHORIZATION_FAILED):
             raise TranscoderError(f"lane {self.spec.name}: consumer error: {err.str()}", kafka_error=err.name())
@@ -698,7 +882,7 @@ class Lane:
                          for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
         offsets = [TopicPartition(t, p, off) for (t, p), off in positions.items()
                    if off is not None and off >= 0 and off > self._last_committed.get((t, p), -1)
-                   and (t, p) not in self._abandoned]
+                   and (t, p) not in self._abandoned and (t, p) not in self._recreated]
         if not offsets:
             return
         timeout = self.config.shutdown_timeout_s
@@ -806,6 +990,8 @@ class Lane:
                          for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])}
         offsets = []
         for tp in tps:
+            if tp in self._recreated:  # the old topic's position is no offset of the new one
+                continue
             pos = positions.get(tp)
             off = self.ledger.committable(tp, pos if pos is not None and pos >= 0 else None)
             if off is not None and off > self._last_committed.get(tp, -1):

@@ -57,3 +57,12 @@ def test_the_spark_engine_honours_on_source_loss():
 
     assert read_options(conf(), ["a"])["failOnDataLoss"] == "true"
     assert read_options(conf(on_source_loss="continue"), ["a"])["failOnDataLoss"] == "false"
+
+
+def test_a_recreated_topic_counts_the_records_seen_and_not_copied_or_says_unknown():
+    seen = SourceLoss("a", 0, 100, 0, 0, topic_id="old", new_topic_id="new", seen_end=140)
+    assert seen.recreated and seen.records == 40
+    assert SourceLoss("a", 0, 100, 0, 0, topic_id="old", new_topic_id="new", seen_end=100).records == 0
+    assert SourceLoss("a", 0, 100, 0, 0, topic_id="old", new_topic_id="new").records is None  # its end never seen
+    # not recreated: a partition that starts again below the position is an unknown loss, as before
+    assert not SourceLoss("a", 0, 100, 0, 30).recreated and SourceLoss("a", 0, 100, 0, 30).records is None
