@@ -276,3 +276,38 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
         # never the old topic's position (100). Observed on this broker: the lane's commits of the new topic's
         # offsets (0, then 30) succeed, yet the group's offset for it reads -1001 afterwards
         assert offset in (new, OFFSET_INVALID), offset
+
+
+@pytest.mark.parametrize("hot_path", HOT_PATHS)
+def test_a_source_topic_recreated_between_runs_is_found_from_the_offset_map(
+        kafka, admin, topic_factory, producer_factory, hot_path) -> None:
+    """With a migration section the offset map remembers what was copied: a next run that finds no committed offset
+    (Kafka deleted them with the topic) and a source that ends before the map's newest offset names the loss."""
+    source = topic_factory(partitions=1)
+    dest = f"{source}.zstd"
+    routes = [{"source": source, "destinations": [{"codec": "zstd"}]}]
+    conf = make_config(kafka, routes, hot_path=hot_path, migration={})
+    _produce(producer_factory, source, 0, 100)
+    Service(conf).run(until_caught_up=True)
+    old = [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in range(100)]
+    assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == old
+    _recreate(admin, source)
+    _topic_id(admin, source)
+    _produce(producer_factory, source, 0, 30)
+
+    metrics = Metrics()
+    with pytest.raises(TranscoderError) as stopped:
+        Service(conf, metrics=metrics).run(until_caught_up=True)
+    line = str(stopped.value)
+    assert "source topic recreated: its earlier records were not all known to be copied" in line, line
+    assert f"the offset map of {source} [0] holds source offsets up to 99, at or past its end now (30)" in line, line
+    assert "on_source_loss: stop" in line and "\n" not in line
+    assert (stopped.value.topic, stopped.value.partition, stopped.value.offset) == (source, 0, 100)
+    assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == old  # nothing of the new topic copied
+    assert offset_map.read(conf, dest)[0][0].lost == [(100, 101)]
+
+    cont = make_config(kafka, routes, hot_path=hot_path, migration={}, on_source_loss="continue",
+                       group_id=conf.group_id)
+    Service(cont).run(until_caught_up=True)
+    assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == \
+        old + [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in range(30)]

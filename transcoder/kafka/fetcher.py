@@ -70,6 +70,9 @@ class SourceLoss:
     new_topic_id: str = ""
     #: recreated: the old topic's last end the lane saw (-1: never seen)
     seen_end: int = -1
+    #: recreated, found at start from the offset map (the old topic's id not known): `offset` is one past the
+    #: newest source offset the map holds
+    by_map: bool = False
 
     @property
     def recreated(self) -> bool:

@@ -27,7 +27,7 @@ from confluent_kafka import (
 )
 
 from transcoder.config import Config
-from transcoder.errors import TranscoderError
+from transcoder.errors import TopicError, TranscoderError
 from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka import offset_map
@@ -263,6 +263,9 @@ class Lane:
         # What the group already committed counts as done: a partition fully copied by an
         # earlier run is caught up without a record of this run.
         committed = self._committed(consumer, partitions)
+        if self.config.migration is not None:
+            recreated |= self._recreated_by_map(consumer, [(p.topic, p.partition) for p in committed if p.offset < 0
+                                                           and (p.topic, p.partition) not in recreated])
         if recreated:  # the new topic from its start, whatever was committed meanwhile (the old topic's position)
             committed = [TopicPartition(p.topic, p.partition, OFFSET_BEGINNING) if (p.topic, p.partition) in recreated
                          else p for p in committed]
@@ -763,6 +766,34 @@ class Lane:
                     self._restart_recreated(tp)
         return lost
 
+    def _recreated_by_map(self, consumer: Consumer, fresh: list[Partition]) -> set[Partition]:
+        """Partitions the group never committed (Kafka deletes a group's offsets with the topic) whose offset map
+        holds a source offset at or past the partition's end now: the topic was recreated since they were copied
+        (the lane that copied them stopped before it saw that). A loss, its count unknown; returns them."""
+        lost: set[Partition] = set()
+        maps: dict[str, dict[int, Any]] = {}
+        for tp in sorted(fresh):
+            for dest in self.ledger.destinations_of.get(tp[0], ()):
+                if dest not in maps:
+                    try:
+                        maps[dest] = offset_map.read(self.config, dest, timeout=30)[0]
+                    except TopicError:  # no map topic yet: nothing copied to compare with
+                        maps[dest] = {}
+                pm = maps[dest].get(tp[1])
+                end = pm.source_end if pm else None
+                if end is None:
+                    continue
+                high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1]
+                if end - 1 < high:
+                    continue
+                self._source_lost(SourceLoss(tp[0], tp[1], end, 0, high, topic_id="(not recorded)",
+                                             new_topic_id=self._source_ids.get(tp[0], "(unknown)"), by_map=True))
+                lost.add(tp)
+                if self.config.on_source_loss == "stop":
+                    self._recreated.add(tp)
+                break
+        return lost
+
     def _hold(self, tps: set[Partition], hold: bool) -> None:
         """Stop reading these partitions (a deleted source), or read them again (unless backpressure holds all)."""
         if not tps:
@@ -798,7 +829,10 @@ class Lane:
         n = loss.records
         where = f"{loss.topic} [{loss.partition}]"
         stop = self.config.on_source_loss == "stop"
-        what = (f"source topic {loss.topic} was deleted and recreated (topic id {loss.topic_id} is now "
+        what = (f"source topic recreated: its earlier records were not all known to be copied: the offset map of "
+                f"{where} holds source offsets up to {loss.offset - 1}, at or past its end now ({loss.end}), and the "
+                "group has no committed offset (Kafka deleted it with the topic)" if loss.by_map else
+                f"source topic {loss.topic} was deleted and recreated (topic id {loss.topic_id} is now "
                 f"{loss.new_topic_id}): {where} was at offset {loss.offset}; "
                 + (f"the old topic's last end seen was {loss.seen_end}: records {loss.offset}..{loss.seen_end - 1} "
                    f"({n}) were lost before they were copied (and any written after that end)" if n else
@@ -821,7 +855,7 @@ class Lane:
         if stop and self._loss_error is None:
             self._loss_error = TranscoderError(
                 f"lane {self.spec.name}: {what}; stopped (on_source_loss: stop), nothing committed for the new "
-                "topic: the next run copies it from where `start` says", topic=loss.topic,
+                "topic: to copy it from its start, run once with on_source_loss: continue", topic=loss.topic,
                 partition=loss.partition, offset=loss.offset)
 
     def _consumer_error(self, err: KafkaError) -> None:
