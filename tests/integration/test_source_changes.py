@@ -6,6 +6,10 @@
 - A partition added to a running source: a destination transcoder created is extended and the partition copied;
   any other destination stops the lane naming the topic and both partition counts, and verify never reports
   `equal` for a partition whose records have no copy.
+- A source topic deleted and recreated (a new topic id): under a running lane, one source_records_lost line names
+  both ids, the lane's position and the old topic's last end seen; stop copies and commits nothing of the new topic,
+  continue copies it from its start. Between runs, with a migration section, the offset map tells (its newest source
+  offset at or past the new topic's end, and no committed offset).
 """
 
 from __future__ import annotations
