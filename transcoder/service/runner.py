@@ -21,6 +21,7 @@ from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.endpoints import Endpoints, Served
 from transcoder.metrics.registry import Metrics, MigrationMetrics
+from transcoder.service.heap import HeapTrim
 from transcoder.service.lane import Lane
 from transcoder.service.scoring import Scorer
 from transcoder.service.verifying import ContinuousVerification
@@ -165,10 +166,12 @@ class Service(Served):
         stopping_since: float | None = None
         limit = self.config.shutdown_timeout_s + SHUTDOWN_MARGIN_S
         by_lane = {lane.spec.name: t for lane, t in zip(self.lanes, threads, strict=True)}
+        heap = HeapTrim()
         for t in threads:
             while t.is_alive():
                 t.join(0.5)  # short joins, so the main thread keeps handling signals
                 self._watch_loops(by_lane)
+                heap.tick()
                 if self.stop_event.is_set():
                     stopping_since = stopping_since or time.monotonic()
                     if time.monotonic() - stopping_since > limit:
