@@ -115,7 +115,7 @@ def test_a_failure_in_the_workers_is_one_line(spark):
     with pytest.raises(TranscoderError) as caught:
         measure_on_spark(sample, [Cell(Setting("zstd", 99), 16 * KIB)], repeats=1, spark=spark)
     assert str(caught.value) == ("evaluating the sample on Spark failed: in a Python worker: ValueError: zstd level "
-                                 "99 is outside 1..22")
+                                 "99 is outside -131072..22")
 
 
 def test_spark_reads_and_measures_the_records_the_local_reader_reads(kafka, spark, topic_factory):
