@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kafka.errors
@@ -75,6 +75,37 @@ def client_config(base: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     conf.setdefault("logger", logging.getLogger(RDKAFKA_LOGGER))
     conf.setdefault("error_cb", ErrorTracker())
     return conf
+
+
+class OwnedAdmin:
+    """An admin client for queries answered later (asked from a loop, taken at its next turn): created at first use,
+    destroyed by `close` on its owner's thread.
+
+    confluent-kafka sets an admin result on its future from librdkafka's background thread, running Python there.
+    Left to the garbage collector (its owner in a reference cycle, as a lane is), the client can be collected on that
+    very thread while a query is in flight, and librdkafka aborts the whole process when a client is destroyed from
+    a thread of its own. Owners therefore close it, and after `close` it is never created again."""
+
+    def __init__(self, cluster: Mapping[str, Any], client_id: str,
+                 create: Callable[[Callable[[], Any]], Any] = lambda make: make()) -> None:
+        self._conf = client_config(cluster, **{"client.id": client_id})
+        self._create = create  # builds the client (a lane's: so its threads are counted as the lane's)
+        self._admin: AdminClient | None = None
+        self._closed = False
+
+    def client(self) -> AdminClient:
+        if self._closed:
+            raise RuntimeError(f"admin client {self._conf['client.id']} used after close")
+        if self._admin is None:
+            conf = self._conf
+            self._admin = self._create(lambda: AdminClient(conf))
+        return self._admin
+
+    def close(self) -> None:
+        """Destroy the client here (librdkafka waits for the answers in flight; they are dropped)."""
+        self._closed = True
+        admin, self._admin = self._admin, None
+        del admin  # the last reference: destroyed on this thread, never on its own background thread
 
 
 def _why(conf: Mapping[str, Any], exc: BaseException | None) -> str:

@@ -16,9 +16,8 @@ from typing import Any
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient
 
-from transcoder.kafka.clients import client_config
+from transcoder.kafka.clients import OwnedAdmin
 
 log = structlog.get_logger("transcoder.lane")
 
@@ -29,26 +28,23 @@ GONE = ""
 
 
 class TopicIds:
-    """Topic name -> its id now (GONE: no such topic); one query in flight at a time."""
+    """Topic name -> its id now (GONE: no such topic); one query in flight at a time. Its owner calls `close`."""
 
     def __init__(self, cluster: Mapping[str, Any], client_id: str,
                  create: Callable[[Callable[[], Any]], Any] = lambda make: make()) -> None:
-        self._conf = client_config(cluster, **{"client.id": client_id})
-        self._create = create
-        self._admin: AdminClient | None = None
+        self._admin = OwnedAdmin(cluster, client_id, create)
         self._pending: dict[str, Future[Any]] = {}
 
-    def _client(self) -> AdminClient:
-        if self._admin is None:
-            self._admin = self._create(lambda: AdminClient(self._conf))
-        return self._admin
+    def close(self) -> None:
+        self._pending = {}
+        self._admin.close()
 
     def ask(self, topics: Iterable[str]) -> None:
         """Ask for the topics' ids unless a query is still in flight."""
         topics = sorted(set(topics))
         if self._pending or not topics:
             return
-        self._pending = self._client().describe_topics(TopicCollection(topics), request_timeout=_TIMEOUT_S)
+        self._pending = self._admin.client().describe_topics(TopicCollection(topics), request_timeout=_TIMEOUT_S)
 
     def answers(self) -> dict[str, str]:
         """The ids the query in flight brought, once all came (else {}); a topic whose answer failed for another
@@ -63,7 +59,7 @@ class TopicIds:
         topics = sorted(set(topics))
         if not topics:
             return {}
-        futures = self._client().describe_topics(TopicCollection(topics), request_timeout=_TIMEOUT_S)
+        futures = self._admin.client().describe_topics(TopicCollection(topics), request_timeout=_TIMEOUT_S)
         for f in futures.values():
             try:
                 f.result(timeout=_TIMEOUT_S + 5)

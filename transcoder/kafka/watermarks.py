@@ -16,9 +16,9 @@ from typing import Any
 
 import structlog
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
-from transcoder.kafka.clients import client_config
+from transcoder.kafka.clients import OwnedAdmin
 from transcoder.pipeline.partitions import Partition
 
 log = structlog.get_logger("transcoder.lane")
@@ -28,13 +28,11 @@ _TIMEOUT_S = 10.0
 
 
 class EndOffsets:
-    """The read_committed end offset of each partition asked for; one query at a time."""
+    """The read_committed end offset of each partition asked for; one query at a time. Its owner calls `close`."""
 
     def __init__(self, cluster: Mapping[str, Any], client_id: str,
                  create: Callable[[Callable[[], Any]], Any] = lambda make: make()) -> None:
-        self._conf = client_config(cluster, **{"client.id": client_id})
-        self._create = create  # builds the admin client (the lane's: so its threads are counted as the lane's)
-        self._admin: AdminClient | None = None
+        self._admin = OwnedAdmin(cluster, client_id, create)
         self._pending: dict[TopicPartition, Future[Any]] = {}
         self.known: dict[Partition, int] = {}
 
@@ -52,10 +50,12 @@ class EndOffsets:
         wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
         if not wanted:
             return
-        if self._admin is None:
-            self._admin = self._create(lambda: AdminClient(self._conf))
-        self._pending = self._admin.list_offsets(wanted, isolation_level=IsolationLevel.READ_COMMITTED,
+        self._pending = self._admin.client().list_offsets(wanted, isolation_level=IsolationLevel.READ_COMMITTED,
                                                  request_timeout=_TIMEOUT_S)
+
+    def close(self) -> None:
+        self._pending = {}
+        self._admin.close()
 
     def forget(self, partitions: Iterable[Partition]) -> None:
         """Drop what is known of `partitions`: they are no longer the lane's."""

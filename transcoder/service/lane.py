@@ -1126,7 +1126,11 @@ class Lane:
                 log.warning("lane_stopped_with_records_in_flight", lane=self.spec.name, records=outstanding,
                             note="not committed: they are copied again on restart")
             self._closed = True
-            self.writer.close(0 if failed else self.config.shutdown_timeout_s)
-            self.consumer.close()
-            if self.fetcher is not None:
-                self.fetcher.close()
+            try:
+                self.writer.close(0 if failed else self.config.shutdown_timeout_s)
+                self.consumer.close()
+                if self.fetcher is not None:
+                    self.fetcher.close()
+            finally:  # here, on the lane's thread, never left to the garbage collector (OwnedAdmin)
+                self._ends.close()
+                self._topic_ids.close()
