@@ -230,7 +230,8 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
             if t.is_alive():
                 service.stop()
                 t.join(60)
-                pytest.fail(f"the lane did not stop on its source recreated: {failed}")
+                pytest.fail(f"the lane did not stop on its source recreated: {failed}; its last events: "
+                            f"{[(x['event'], x.get('partitions')) for x in logs][-40:]}")
         else:
             try:
                 while _copied(kafka, dest) < 100 + new:
