@@ -118,7 +118,7 @@ def _follow(watcher: Any, since: str, fmt: str, interval: float, count: int | No
     if port is not None:
         from transcoder.metrics.endpoints import Endpoints
 
-        endpoints = Endpoints(metrics.registry, healthy=lambda: (True, f"watching {watcher.topic}"),
+        endpoints = Endpoints(metrics.exposition, healthy=lambda: (True, f"watching {watcher.topic}"),
                               ready=lambda: (bool(latest), "sampled" if latest else "no sample yet"),
                               status=lambda: dict(latest))
         try:

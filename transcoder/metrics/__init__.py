@@ -1,4 +1,7 @@
 """Measuring a running copy: the metric vocabulary and registry, CPU by thread, broker figures, status, endpoints.
 
-May import: transcoder.kafka and below. The only importer of prometheus_client is metrics.registry.
+`registry` declares every metric (the only importer of prometheus_client); `cpu` the CPU of each thread;
+`broker_figures` polls the brokers (disk bytes, records, recompression); `status` builds health, readiness and
+/status from lane snapshots; `endpoints` is the HTTP server of /metrics, /healthz, /readyz and /status; `served`
+is what an engine serves on it. May import: transcoder.kafka and below.
 """

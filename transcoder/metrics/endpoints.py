@@ -1,4 +1,8 @@
-"""The HTTP endpoints of a running instance: /metrics, /healthz, /readyz and /status (JSON)."""
+"""The HTTP endpoints of a running instance: /metrics, /healthz, /readyz and /status (JSON), served from a thread.
+
+The server knows no metric: what each path answers comes from the callables it is given (the /metrics body from the
+registry's `exposition`, health, readiness and /status from the engine; see metrics.served).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import structlog
-
 from transcoder.errors import ConfigError
-from transcoder.kafka.provisioning import Prepared
-from transcoder.metrics import status as status_doc
-from transcoder.metrics.broker_figures import BrokerFigures
-from transcoder.metrics.registry import Metrics, exposition
-
-log = structlog.get_logger("transcoder.endpoints")
 
 
 def _cannot_listen(host: str, port: int, exc: OSError) -> str:
@@ -35,11 +31,14 @@ def _cannot_listen(host: str, port: int, exc: OSError) -> str:
 
 
 class Endpoints:
-    """Serves the endpoints from a daemon thread; the callables are read on every request."""
+    """Serves the endpoints from a daemon thread; the callables are read on every request.
 
-    def __init__(self, registry: Any, *, healthy: Callable[[], tuple[bool, str]],
+    `metrics` gives /metrics' (content type, body), as metrics.registry's `exposition` of a registry.
+    """
+
+    def __init__(self, metrics: Callable[[], tuple[str, bytes]], *, healthy: Callable[[], tuple[bool, str]],
                  ready: Callable[[], tuple[bool, str]], status: Callable[[], dict[str, Any]]) -> None:
-        self.registry, self.healthy, self.ready, self.status = registry, healthy, ready, status
+        self.metrics, self.healthy, self.ready, self.status = metrics, healthy, ready, status
         self._server: ThreadingHTTPServer | None = None
 
     def start(self, host: str, port: int) -> int:
@@ -48,10 +47,10 @@ class Endpoints:
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:  # http.server's naming
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    self._send(200, *exposition(endpoints.registry))
+                    self._send(200, *endpoints.metrics())
                 elif path in ("/healthz", "/readyz"):
                     ok, why = (endpoints.healthy if path == "/healthz" else endpoints.ready)()
                     self._send(200 if ok else 503, "text/plain; charset=utf-8", (why + "\n").encode())
@@ -83,62 +82,3 @@ class Endpoints:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-
-
-class Served:
-    """What an engine (the service, the Spark engine) serves: health, readiness and /status from its lanes'
-    snapshots (each lane has `.status`, a LaneStatus, and `.metrics`, its LaneMetrics), on the endpoints.
-
-    The engine sets `config`, `metrics`, `lanes`, `brokers` and `endpoints`, and defines `cpu_by_lane`.
-    """
-
-    config: Any
-    metrics: Metrics
-    lanes: list[Any]
-    brokers: BrokerFigures | None
-    endpoints: Endpoints | None
-    stop_event: threading.Event
-
-    def lanes_done(self) -> bool:
-        return bool(self.lanes) and all(ln.status.state in ("caught-up", "stopped", "failed") for ln in self.lanes)
-
-    def start_broker_figures(self, prepared: Prepared) -> threading.Thread | None:
-        """The broker poller (disk bytes, records, recompression) in a thread, unless metrics.disk_interval_s is 0;
-        it takes a last reading once `stop_event` is set and every lane is done."""
-        if not self.config.metrics.disk_interval_s:
-            return None
-        self.brokers = BrokerFigures(self.config, prepared.plan, prepared.provision, prepared.dst_admin, self.metrics)
-        poller = threading.Thread(target=self.brokers.run, args=(self.stop_event, self.lanes_done),
-                                  name="broker-figures", daemon=True)
-        poller.start()
-        return poller
-
-    def cpu_by_lane(self) -> dict[tuple[str, str], float]:
-        raise NotImplementedError
-
-    def serve(self, port: int | None = None) -> int | None:
-        """Serve /metrics, /healthz, /readyz and /status; return the port.
-
-        Without `port`, the config's metrics.port (0 there: no endpoints); an explicit 0: any free port.
-        """
-        if port is None:
-            port = self.config.metrics.port
-            if not port:
-                return None
-        self.endpoints = Endpoints(self.metrics.registry, healthy=self.healthy, ready=self.ready, status=self.status)
-        bound = self.endpoints.start(self.config.metrics.host, port)
-        log.info("endpoints_serving", port=bound, paths=["/metrics", "/healthz", "/readyz", "/status"])
-        return bound
-
-    def healthy(self) -> tuple[bool, str]:
-        return status_doc.healthy([ln.status for ln in self.lanes], status_doc.stuck_after(
-            self.config.shutdown_timeout_s, self.config.commit_interval_ms))
-
-    def ready(self) -> tuple[bool, str]:
-        return status_doc.ready([ln.status for ln in self.lanes])
-
-    def status(self) -> dict[str, Any]:
-        """The /status document (see metrics.status.document)."""
-        return status_doc.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
-                                   lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
-                                   brokers=self.brokers, health=self.healthy, readiness=self.ready)

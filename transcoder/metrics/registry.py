@@ -1,5 +1,5 @@
 """Every Prometheus metric transcoder exports, declared once, on a registry passed in; the only
-module that imports prometheus_client (the endpoints ask it for the exposition).
+module that imports prometheus_client (the endpoints serve its `exposition`).
 
 Names start with transcoder_, use base units, and counters end in _total. Labels come from a
 small set (lane, destination, codec, topic, partition, part, reason, role); never a key or an
@@ -25,6 +25,7 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from transcoder.kafka.statistics import Window
+from transcoder.metrics.endpoints import Endpoints
 
 #: Buckets of the produced-batch histograms: bytes (compressed) and records per batch.
 BATCH_BYTES_BUCKETS = (1024, 4096, 16384, 65536, 262144, 524288, 1048576, 4194304, 16777216)
@@ -34,7 +35,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.
                    60, 300, 900, 3600)
 #: ... and the finer ones /status computes its quantiles from: 1 ms to an hour, each bound 10^(1/40) (6%) above the
 #: last, so that a quantile interpolated within a bucket is within 6% of the true one.
-FINE_LATENCY_BUCKETS = tuple(round(10 ** (k / 40 - 3), 6) for k in range(0, 40 * 7 - 17))
+FINE_LATENCY_BUCKETS = tuple(round(10 ** (k / 40 - 3), 6) for k in range(40 * 7 - 17))
 
 
 def exposition(registry: CollectorRegistry) -> tuple[str, bytes]:
@@ -386,7 +387,7 @@ class MigrationMetrics:
                             ["destination", "stage"], registry=r)
         self._codecs: dict[str, set[str]] = {}  # topic -> codecs with a stored_codec_ratio series
         self._stages: dict[str, set[str]] = {}  # destination -> stages with a groups series
-        self._endpoints: Any = None
+        self._endpoints: Endpoints | None = None
 
     def stored_mix(self, topic: str, shares: dict[str, float] | None) -> None:
         """The latest sample's share of records per stored codec (codecs absent from it: 0); None, an empty
@@ -420,12 +421,14 @@ class MigrationMetrics:
             self.groups.labels(destination=destination, stage=stage).set(counts.get(stage, 0))
         seen.update(counts)
 
+    def exposition(self) -> tuple[str, bytes]:
+        """These metrics in Prometheus' text format: (content type, body), for /metrics."""
+        return exposition(self.registry)
+
     def serve(self, port: int, host: str = "0.0.0.0") -> int:
         """Serve these metrics on /metrics (with /healthz, /readyz and an empty /status, as the service's
         endpoints) from a daemon thread until `stop`; return the port (0: any free one)."""
-        from transcoder.metrics.endpoints import Endpoints  # it imports this module
-
-        self._endpoints = Endpoints(self.registry, healthy=lambda: (True, "ok"), ready=lambda: (True, "ok"),
+        self._endpoints = Endpoints(self.exposition, healthy=lambda: (True, "ok"), ready=lambda: (True, "ok"),
                                     status=dict)
         return self._endpoints.start(host, port)
 

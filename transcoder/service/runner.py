@@ -19,8 +19,9 @@ from transcoder.kafka.provisioning import Prepared, extend_partitions, prepare
 from transcoder.metrics import status as status_doc
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
-from transcoder.metrics.endpoints import Endpoints, Served
+from transcoder.metrics.endpoints import Endpoints
 from transcoder.metrics.registry import Metrics, MigrationMetrics
+from transcoder.metrics.served import Served
 from transcoder.service.heap import HeapTrim
 from transcoder.service.lane import Lane
 from transcoder.service.scoring import Scorer

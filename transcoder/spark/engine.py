@@ -26,8 +26,9 @@ from transcoder.errors import ConfigError, TranscoderError
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, prepare
 from transcoder.metrics.broker_figures import BrokerFigures
-from transcoder.metrics.endpoints import Endpoints, Served
+from transcoder.metrics.endpoints import Endpoints
 from transcoder.metrics.registry import LaneMetrics, Metrics
+from transcoder.metrics.served import Served
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import LaneSpec
@@ -356,8 +357,8 @@ def java_failure(exc: BaseException) -> str:
             first = (str(message).strip().splitlines() or [""])[0].split(";")[0] if message else ""
             lines.append(f"{name}: {first}" if first else name)
             java = java.getCause()
-    except Exception:  # noqa: BLE001 - the JVM may be gone; the Python text below still says something
-        pass
+    except Exception:  # the JVM may be gone; the Python text below still says something
+        log.debug("java_failure_unreadable", exc_info=True)
     if not lines:
         text = str(exc).strip().splitlines()
         return text[0] if text else type(exc).__name__
@@ -365,5 +366,5 @@ def java_failure(exc: BaseException) -> str:
 
 
 def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - the driver's own UI, http on loopback
+    with urllib.request.urlopen(url, timeout=5) as resp:  # the driver's own UI, http on loopback
         return json.loads(resp.read())
