@@ -1,4 +1,7 @@
-"""Kafka's compression codecs: names, attribute ids, producer levels, and v2 record-batch framing (pure)."""
+"""Pure: Kafka's compression codecs by name: attribute ids, the levels transcoder accepts, and which codec a broker keeps.
+
+The framing of the batches transcoder builds itself is in codecs.framing.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ LEVELS: dict[Codec, tuple[int, int] | None] = {
 }
 
 #: librdkafka caps `compression.level` at 12 for every codec: zstd 13..22 batches are built by
-#: transcoder itself (codecs.encode_batch, sent by batchproducer.BatchProducer).
+#: transcoder itself (codecs.framing's encode_batches, sent by kafka.batch_producer's BatchProducer).
 LIBRDKAFKA_MAX_LEVEL = 12
 
 
@@ -70,6 +73,4 @@ def stored_recompressed(stored_id: int, produced: Codec, topic_compression_type:
     stored = CODEC_OF_ID.get(stored_id)
     if stored == produced:
         return False
-    if stored == "none" and topic_compression_type.strip().lower() == "producer":
-        return False
-    return True
+    return not (stored == "none" and topic_compression_type.strip().lower() == "producer")

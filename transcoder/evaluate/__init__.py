@@ -1,4 +1,8 @@
-"""`transcoder evaluate` (issue 12, under way): codec x level x batch-size grid, scoring, recommendation.
+"""`transcoder evaluate`: what each codec, level and batch size would cost and save on a topic's records.
 
-So far: the grid from the command line's specs (`grid`). May import: transcoder.metrics and below.
+`grid` is the grid to measure (codec settings x batch sizes) from the command line; `sample` reads the records
+(and the topic's facts) from a topic; `batches` cuts them into batches as transcoder's producers do; `measure`
+compresses each batch and folds partitions into one figure per cell; `recommend` prices each cell and chooses;
+`render` writes the results as a table, Markdown, JSON or CSV, `html` as a static report with plots. All but
+`sample` are pure. May import: transcoder.metrics and below.
 """
