@@ -41,6 +41,7 @@ from transcoder.codecs import Codec, encode_batches, restamp, seal_sections
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.kafka.statistics import TopicProduce, Window
+from transcoder.kafka.transaction_state import TransactionManager, TxnEvent, TxnState
 from transcoder.pipeline import batching
 from transcoder.pipeline.batching import Accumulator, Outcome, TxnStep
 from transcoder.pipeline.partitions import partition_for_key
@@ -188,15 +189,10 @@ class BatchProducer:
                  delivery_timeout_ms: int = 300_000, retry_backoff_ms: int = 100,
                  transactions: Transactions | None = None) -> None:
         self.codec, self.level, self.client_id = codec, level, client_id
-        #: exactly-once: this producer's transactions (None: idempotent only)
+        self._txn: TransactionManager | None = None
         self.transactions = transactions
         #: the coordinators' broker ids (transaction, group), looked up when first needed and when they move
         self._coordinators: dict[int, int] = {}
-        #: partitions added to the open transaction, and whether offsets were (its EndTxn has something to end)
-        self._txn_partitions: set[tuple[str, int]] = set()
-        self._txn_offsets = False
-        #: why the open transaction cannot commit (the caller must abort it), set by the sender
-        self._abortable: KafkaError | None = None
         self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
         #: the coordinators' connection, apart from the Produce requests': a broker throttling this client's
         #: produce rate (a quota) mutes the connection that carried them, and the commit must still get through
@@ -248,6 +244,18 @@ class BatchProducer:
         self._batch_records: dict[str, list[int]] = {}
         self._sent: dict[str, list[int]] = {}
         self._next_stats = time.monotonic() + self._stats_interval
+
+    @property
+    def transactions(self) -> Transactions | None:
+        """exactly-once: this producer's transactions (None: idempotent only); set before it starts."""
+        return self._transactions
+
+    @transactions.setter
+    def transactions(self, transactions: Transactions | None) -> None:
+        self._transactions = transactions
+        #: exactly-once: where the transaction stands (its state, what EndTxn ends, why it failed), moved under
+        #: `_lock` by the caller's thread and the sender's
+        self._txn = TransactionManager(transactions.transactional_id) if transactions is not None else None
 
     # ------------------------------------------------------------------ the caller's side
     def start(self) -> None:
@@ -353,7 +361,7 @@ class BatchProducer:
             self._flushing = True
             self._wake.notify()
         try:
-            while len(self) and self._abortable is None:  # doomed: the caller aborts what is left
+            while len(self) and not self.doomed:  # doomed: the caller aborts what is left
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
@@ -391,23 +399,24 @@ class BatchProducer:
             self._thread.start()
 
     def begin_transaction(self) -> None:
-        """A transaction begins with its first batch (the sender adds its partition): nothing to ask here."""
-        with self._lock:
-            self._txn_partitions.clear()
-            self._txn_offsets = False
-            self._abortable = None
+        """A transaction begins with its first batch (the sender adds its partition): nothing to ask here. The
+        open one is empty (after init_transactions, a commit or an abort); KafkaException if it failed."""
+        self._move(TxnEvent.BEGIN)
 
     def send_offsets_to_transaction(self, offsets: Sequence[Any], group_metadata: Any, timeout: float) -> None:
         """Commit the consumer group's `offsets` (confluent_kafka TopicPartitions) with the open transaction.
         The group is this producer's `transactions.group_id` (`group_metadata` is the consumer's, unused: the
         transactional id is per assignment, so an old member is fenced by the id, not by the generation)."""
-        assert self.transactions is not None
-        self._raise_abortable()
+        assert self.transactions is not None and self._txn is not None
+        with self._lock:
+            self._raise_failed()
+            self._txn.check(TxnEvent.ADD)  # the offsets are added below, once the coordinator answered
         deadline = time.monotonic() + timeout
         t = self.transactions
         self._txn_request("AddOffsetsToTxn", lambda node: self._coord.add_offsets_to_txn(
             t.transactional_id, self._producer_id, self._epoch, t.group_id, coordinator=node), deadline)
-        self._txn_offsets = True
+        with self._lock:
+            self._txn.added(offsets=True)
         commits = {(o.topic, o.partition): o.offset for o in offsets}
         self._txn_request("TxnOffsetCommit", lambda node: _first_error(self._coord.txn_offset_commit(
             t.transactional_id, t.group_id, self._producer_id, self._epoch, commits, coordinator=node)),
@@ -418,7 +427,8 @@ class BatchProducer:
         txn_requires_abort) when it cannot commit: abort it."""
         deadline = time.monotonic() + (timeout if timeout is not None else self._request_timeout_ms / 1000)
         left = self.flush(max(0.0, deadline - time.monotonic()))
-        self._raise_abortable()
+        with self._lock:
+            self._raise_failed()
         if left:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"producer {self.client_id}: {left} records "
                                             "not delivered in time", txn_requires_abort=True))
@@ -428,9 +438,12 @@ class BatchProducer:
         """Drop what the open transaction holds (queued, or waiting to be sent again; reports not yet served),
         abort it (EndTxn) and bump the epoch (KIP-588), so no batch of it can ever land later. KafkaException:
         fatal when another instance took the transactional id over."""
-        assert self.transactions is not None
+        assert self.transactions is not None and self._txn is not None
         deadline = time.monotonic() + (timeout if timeout is not None else self._request_timeout_ms / 1000)
         with self._lock:
+            if self._txn.state is TxnState.FATAL_ERROR:
+                raise KafkaException(self._txn.error)
+            self._txn.transition(TxnEvent.ABORT)
             self._purges += 1
             self._acc.clear()
             self._sections.clear()
@@ -448,29 +461,43 @@ class BatchProducer:
         self._init_transactional(max(1.0, deadline - time.monotonic()), own=True)
 
     def _end(self, commit: bool, deadline: float) -> None:
-        """EndTxn, when the transaction holds anything; the next one begins empty."""
-        assert self.transactions is not None
+        """EndTxn, when the transaction holds anything (a commit: after COMMIT, an abort: in ABORTING); the next
+        one begins empty."""
+        assert self.transactions is not None and self._txn is not None
         t = self.transactions
-        if self._txn_partitions or self._txn_offsets:
+        if commit:
+            self._move(TxnEvent.COMMIT)
+        if self._txn.holds_anything:
             self._txn_request("EndTxn", lambda node: self._coord.end_txn(
                 t.transactional_id, self._producer_id, self._epoch, commit, coordinator=node), deadline)
-        self.begin_transaction()
+        with self._lock:
+            self._txn.ended()
 
     @property
     def doomed(self) -> bool:
         """Whether the open transaction cannot commit any more (the caller aborts it)."""
-        return self._abortable is not None
+        return self._txn is not None and self._txn.failed
 
-    def _raise_abortable(self) -> None:
-        if self._abortable is not None:
-            raise KafkaException(self._abortable)
+    def _move(self, event: TxnEvent) -> None:
+        """The caller's move of the transaction: KafkaException with the reason when it failed, else `event`."""
+        assert self._txn is not None
+        with self._lock:
+            self._raise_failed()
+            self._txn.transition(event)
+
+    def _raise_failed(self) -> None:
+        """Under the lock: KafkaException with the reason, when the transaction failed (abortable, or fatal)."""
+        if self._txn is not None and self._txn.failed:
+            raise KafkaException(self._txn.error)
 
     def _init_transactional(self, timeout: float, *, own: bool) -> None:
         """InitProducerId for the transactional id: a new epoch, sequences from 0. `own`: with this producer's
         id and epoch (KIP-588), refused with PRODUCER_FENCED when another instance holds the id now."""
-        assert self.transactions is not None
+        assert self.transactions is not None and self._txn is not None
         t = self.transactions
         pid, epoch = (self._producer_id, self._epoch) if own else (-1, -1)
+        with self._lock:
+            self._txn.transition(TxnEvent.INIT)
         got: list[tuple[int, int]] = []
 
         def ask(node: int) -> int:
@@ -484,7 +511,7 @@ class BatchProducer:
         with self._lock:
             self._producer_id, self._epoch = got[-1]
             self._sequence.clear()
-            self._abortable = None
+            self._txn.initialized()
         log.info("producer_id", client_id=self.client_id, producer_id=self._producer_id, epoch=self._epoch,
                  transactional_id=t.transactional_id)
 
@@ -517,7 +544,9 @@ class BatchProducer:
                 return
             where = f"producer {self.client_id}, transactional.id {self.transactions.transactional_id}: {what}: {why}"
             if step is TxnStep.FATAL or (step is TxnStep.FENCED and fenced_is_final):
-                raise KafkaException(KafkaError(code, where, fatal=True))
+                err = KafkaError(code, where, fatal=True)
+                self._fail(err)
+                raise KafkaException(err)
             if step in (TxnStep.FENCED, TxnStep.ABORTABLE):
                 raise KafkaException(KafkaError(code, where, txn_requires_abort=True))
             busy = code in (batching.CONCURRENT_TRANSACTIONS, batching.COORDINATOR_LOAD_IN_PROGRESS)
@@ -557,20 +586,32 @@ class BatchProducer:
                 else:
                     self._failures.failed("AddPartitionsToTxn_failed", time.monotonic(), error=KafkaError(code).str())
                 continue
-            self._doom(KafkaError(code, f"{tp[0]} [{tp[1]}]: AddPartitionsToTxn: {KafkaError(code).str()}",
-                                  fatal=step is TxnStep.FATAL, txn_requires_abort=step is not TxnStep.FATAL))
+            why = f"{tp[0]} [{tp[1]}]: AddPartitionsToTxn: {KafkaError(code).str()}"
+            if step is TxnStep.FATAL:
+                self._fail(KafkaError(code, why, fatal=True))
+            else:
+                self._doom(KafkaError(code, why, txn_requires_abort=True))
         if added:
             self._failures.succeeded("AddPartitionsToTxn_failed", time.monotonic())
         with self._lock:
-            self._txn_partitions |= added
+            assert self._txn is not None
+            self._txn.added(added)
         return added
 
     def _doom(self, err: KafkaError) -> None:
         """The open transaction cannot commit (the caller sees it at its next commit, flush or poll)."""
         with self._lock:
-            if self._abortable is None:
-                self._abortable = err
+            assert self._txn is not None
+            if self._txn.doom(err):
                 log.warning("transaction_abortable", client_id=self.client_id, error=err.str())
+            self._delivered.notify_all()
+
+    def _fail(self, err: KafkaError) -> None:
+        """Refused for good: the producer stops (every later transaction call raises `err`)."""
+        with self._lock:
+            assert self._txn is not None
+            self._txn.fail(err)
+            log.warning("transaction_failed", client_id=self.client_id, error=err.str())
             self._delivered.notify_all()
 
     # ------------------------------------------------------------------ statistics
@@ -724,16 +765,16 @@ class BatchProducer:
                 self._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
         by_leader: dict[int, dict[tuple[str, int], _Batch]] = {}
         retry: dict[tuple[str, int], _Batch] = {}
-        if self.transactions is not None:
-            if self._abortable is not None:  # the transaction is lost: nothing more of it is sent
-                self._drop(list(batches.values()), self._abortable)
+        if self._txn is not None:
+            if self._txn.failed:  # the transaction is lost: nothing more of it is sent
+                self._drop(list(batches.values()), self._txn.error)
                 return _Round({}, {})
-            new = {tp for tp in batches if tp not in self._txn_partitions}
+            new = {tp for tp in batches if tp not in self._txn.partitions}
             if new:
                 self._add_partitions(new)
         for tp, b in batches.items():
             leader = self._leaders.get(tp, -1)
-            if leader < 0 or (self.transactions is not None and tp not in self._txn_partitions):
+            if leader < 0 or (self._txn is not None and tp not in self._txn.partitions):
                 retry[tp] = b
             else:
                 by_leader.setdefault(leader, {})[tp] = b
