@@ -16,13 +16,18 @@ import time
 import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+)
 
 from tests.support.cli import run_cli
 from tests.support.configs import make_config, raw_config
 from tests.support.records import produce_transactions, read_all
 from transcoder.errors import KafkaUnavailableError
-from transcoder.kafka import offset_map
+from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.service.lane import transactional_id
 from transcoder.service.runner import Service

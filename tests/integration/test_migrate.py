@@ -28,7 +28,7 @@ from tests.support.cli import one_line, run_cli
 from tests.support.configs import raw_config
 from tests.support.records import Rec, rec
 from transcoder import config as cfg
-from transcoder.kafka.offset_map import OffsetMapRecorder
+from transcoder.kafka.offset_map_topic import OffsetMapRecorder
 from transcoder.service.runner import Service
 
 

@@ -15,10 +15,10 @@ from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 from transcoder import config as cfg
 from transcoder.config import Config
 from transcoder.errors import KafkaUnavailableError
-from transcoder.kafka import offset_map
+from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.migrate.compare import HEADERS, MISSING, TIMESTAMP, VALUE
 from transcoder.migrate.verify import Verifier, _Reader, verify, verify_partition
-from transcoder.pipeline.offset_map import PartitionMap, Run
+from transcoder.pipeline.offset_runs import PartitionMap, Run
 
 #: recent: the broker's time retention (7 days) would delete records stamped long ago while a test runs
 T0 = int(time.time() * 1000) - 3_600_000

@@ -6,7 +6,7 @@ import time
 
 from tests.support.configs import make_config
 from tests.support.records import produce_transactions, read_all
-from transcoder.kafka import offset_map
+from transcoder.kafka import offset_map_topic as offset_map
 
 
 def test_every_destination_record_maps_to_its_source_record(engine, kafka, topic_factory):
@@ -38,7 +38,7 @@ def test_a_running_service_verifies_its_copy_continuously(kafka, topic_factory):
 
     from confluent_kafka import Producer as P
 
-    from transcoder.kafka.offset_map import OffsetMapRecorder
+    from transcoder.kafka.offset_map_topic import OffsetMapRecorder
     from transcoder.service.runner import Service
 
     source = topic_factory(partitions=2)

@@ -19,14 +19,19 @@ from typing import Any
 
 import pytest
 import structlog
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from tests.support.configs import make_config
 from tests.support.records import read_all
 from tests.support.running import ServiceThread
 from transcoder.errors import TranscoderError
-from transcoder.kafka import offset_map
+from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.metrics.registry import Metrics
 from transcoder.migrate.compare import LOST_IN_SOURCE, NOT_COPIED
 from transcoder.migrate.verify import verify

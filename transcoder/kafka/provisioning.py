@@ -12,7 +12,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from transcoder.codecs import ZSTD_MIN_PRODUCE_VERSION, broker_recompresses
 from transcoder.config import Config
 from transcoder.errors import TopicError
-from transcoder.kafka.admin import TopicConfigs, TopicShape, create_topic, describe, describe_configs, wait_leaders
+from transcoder.kafka.admin import (
+    TopicConfigs,
+    TopicShape,
+    create_topic,
+    describe,
+    describe_configs,
+    wait_leaders,
+)
 from transcoder.kafka.clients import check_properties, connect_admin
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.pipeline import routes
@@ -295,9 +302,9 @@ def prepare(config: Config, *, create: bool) -> Prepared:
                           broker=broker_format(dst))
     created = create_missing(dst, provision) if create else []
     if create and config.migration is not None:  # the lanes record the offset map (`transcoder migrate`)
-        from transcoder.kafka import offset_map
+        from transcoder.kafka import offset_map_topic
 
-        if offset_map.ensure_topic(dst, config):
+        if offset_map_topic.ensure_topic(dst, config):
             created.append(config.offset_map_topic)
     for name in created:
         log.info("topic_created", topic=name)

@@ -15,14 +15,26 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import structlog
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from transcoder.codecs import Rebatcher, built_here
 from transcoder.config import Batch, Config
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer, Delivered, FailureLog, Transactions
+from transcoder.kafka.batch_producer import (
+    BatchProducer,
+    Delivered,
+    FailureLog,
+    Transactions,
+)
 from transcoder.kafka.clients import client_config, start_threads
-from transcoder.kafka.offset_map import OffsetMapRecorder
+from transcoder.kafka.offset_map_topic import OffsetMapRecorder
 from transcoder.kafka.statistics import TopicProduce, Window, producer_topics
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partitions import Partition

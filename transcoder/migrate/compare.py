@@ -30,7 +30,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from transcoder.pipeline.offset_map import Run
+from transcoder.pipeline.offset_runs import Run
 
 DIGEST_SIZE = 16
 

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from transcoder.config import Config
 from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError
-from transcoder.kafka import offset_map
+from transcoder.kafka import offset_map_topic
 from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, wait_settled
 from transcoder.kafka.clients import client_config, connect_admin
 from transcoder.kafka.protocol import BrokerInfo
@@ -34,7 +34,7 @@ from transcoder.migrate import gates, groups, verify
 from transcoder.migrate.plan import human_bytes, topic_facts
 from transcoder.migrate.state import Lease, StateStore, kafka_error
 from transcoder.migrate.target import Resolved, resolve
-from transcoder.pipeline.offset_map import PartitionMap
+from transcoder.pipeline.offset_runs import PartitionMap
 
 log = structlog.get_logger("transcoder.migrate")
 
@@ -98,7 +98,7 @@ class Controller:
         self.lease = Lease(self.store, lease_ms=self.mc.lease_ms, owner=owner, command=command)
 
     # ------------------------------------------------------------------ holding the migration
-    def __enter__(self) -> Controller:
+    def __enter__(self) -> Self:
         self.store.ensure_topic()
         try:
             self.lease.acquire()
@@ -200,7 +200,7 @@ class Controller:
         except MigrationError:
             return None
 
-    def maps(self) -> tuple[dict[int, PartitionMap], offset_map.LaneHealth | None]:
+    def maps(self) -> tuple[dict[int, PartitionMap], offset_map_topic.LaneHealth | None]:
         return read_maps(self.config, self.r.destination)
 
     # ------------------------------------------------------------------ start
@@ -221,7 +221,7 @@ class Controller:
         if migration.get("stage") == "finished":
             raise MigrationError(f"migration {self.r.destination} is finished; start a new one with another "
                                  "destination")
-        offset_map.ensure_topic(self.dst_admin, self.config)
+        offset_map_topic.ensure_topic(self.dst_admin, self.config)
         if "migration" not in st:
             self._put("migration", migration)
         for g in chosen:
@@ -313,7 +313,7 @@ class Controller:
         return out
 
     def _cutover_one(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
-                     health: offset_map.LaneHealth | None, *, wait_s: float | None, force: bool) -> Moved:
+                     health: offset_map_topic.LaneHealth | None, *, wait_s: float | None, force: bool) -> Moved:
         rec = dict(st.get(f"group/{g}") or {})
         stage = rec.get("stage", "source")
         if stage == "destination":
@@ -519,9 +519,9 @@ class Controller:
         return migration
 
 
-def read_maps(config: Config, destination: str, *, read: Callable[[Config, str], Any] = offset_map.read,
-              settle_s: float = SETTLE_S) -> tuple[dict[int, PartitionMap], offset_map.LaneHealth | None]:
-    """The offset map of `destination` (offset_map.read), its first moments waited out: `start` creates the
+def read_maps(config: Config, destination: str, *, read: Callable[[Config, str], Any] = offset_map_topic.read,
+              settle_s: float = SETTLE_S) -> tuple[dict[int, PartitionMap], offset_map_topic.LaneHealth | None]:
+    """The offset map of `destination` (offset_map_topic.read), its first moments waited out: `start` creates the
     offset-map topic when missing, and the step after it may find its partition without a leader yet
     (NOT_LEADER_FOR_PARTITION and the like, at most `settle_s`). Any Kafka error left: one line naming the topic."""
     try:

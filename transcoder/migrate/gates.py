@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from transcoder.errors import MigrationError
-from transcoder.pipeline.offset_map import PartitionMap
+from transcoder.pipeline.offset_runs import PartitionMap
 
 
 @dataclass(frozen=True)

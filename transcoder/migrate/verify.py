@@ -47,7 +47,7 @@ from transcoder.migrate.compare import (
     merged,
     unmapped_gaps,
 )
-from transcoder.pipeline.offset_map import PartitionMap
+from transcoder.pipeline.offset_runs import PartitionMap
 
 log = structlog.get_logger("transcoder.migrate.verify")
 

@@ -60,12 +60,14 @@ class StoredBatch:
 
 
 @dataclass
-class Tally:
+class StoredTotals:
+    """Stored batches counted: how many, their records, their bytes as stored (of one codec, or of all)."""
+
     batches: int = 0
     records: int = 0
     bytes: int = 0
 
-    def add(self, other: Tally) -> None:
+    def add(self, other: StoredTotals) -> None:
         self.batches += other.batches
         self.records += other.records
         self.bytes += other.bytes
@@ -95,13 +97,13 @@ class PartitionMix:
     end: int
     #: offsets of [start, end) the walked batches cover (end - start: read whole, the mix is exact)
     sampled_offsets: int = 0
-    codecs: dict[str, Tally] = field(default_factory=dict)
+    codecs: dict[str, StoredTotals] = field(default_factory=dict)
     #: why the partition was not (or not fully) sampled, when something stopped it
     note: str | None = None
 
     def add(self, codec: str, records: int, nbytes: int, offsets: int) -> None:
-        t = self.codecs.setdefault(codec, Tally())
-        t.add(Tally(1, records, nbytes))
+        t = self.codecs.setdefault(codec, StoredTotals())
+        t.add(StoredTotals(1, records, nbytes))
         self.sampled_offsets += offsets
 
     @property
@@ -113,27 +115,27 @@ class PartitionMix:
         return self.sampled_offsets >= self.offsets
 
     @property
-    def tally(self) -> Tally:
+    def tally(self) -> StoredTotals:
         return merge([self.codecs])
 
 
-def merge(mixes: Iterable[Mapping[str, Tally]]) -> Tally:
-    out = Tally()
+def merge(mixes: Iterable[Mapping[str, StoredTotals]]) -> StoredTotals:
+    out = StoredTotals()
     for codecs in mixes:
         for t in codecs.values():
             out.add(t)
     return out
 
 
-def by_codec(mixes: Iterable[Mapping[str, Tally]]) -> dict[str, Tally]:
-    out: dict[str, Tally] = {}
+def by_codec(mixes: Iterable[Mapping[str, StoredTotals]]) -> dict[str, StoredTotals]:
+    out: dict[str, StoredTotals] = {}
     for codecs in mixes:
         for codec, t in codecs.items():
-            out.setdefault(codec, Tally()).add(t)
+            out.setdefault(codec, StoredTotals()).add(t)
     return out
 
 
-def shares(codecs: Mapping[str, Tally], basis: Basis = "records") -> dict[str, float]:
+def shares(codecs: Mapping[str, StoredTotals], basis: Basis = "records") -> dict[str, float]:
     """Each codec's share (0..1) of the records (or stored bytes); empty when there is nothing."""
     total = sum(getattr(t, basis) for t in codecs.values())
     return {c: getattr(t, basis) / total for c, t in codecs.items()} if total else {}
@@ -256,7 +258,7 @@ class TopicMix:
     sampled_at_ms: int
 
     @property
-    def codecs(self) -> dict[str, Tally]:
+    def codecs(self) -> dict[str, StoredTotals]:
         return by_codec(p.codecs for p in self.partitions)
 
     def shares(self, basis: Basis = "records") -> dict[str, float]:
@@ -269,7 +271,7 @@ class TopicMix:
                        iso(self.since_ms))
 
     def as_dict(self) -> dict[str, Any]:
-        def figures(codecs: Mapping[str, Tally]) -> dict[str, Any]:
+        def figures(codecs: Mapping[str, StoredTotals]) -> dict[str, Any]:
             total = merge([codecs])
             rs, bs = shares(codecs, "records"), shares(codecs, "bytes")
             return {"batches": total.batches, "records": total.records, "bytes": total.bytes,
@@ -297,7 +299,7 @@ def table(mix: TopicMix) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     headers = ("partition", "offsets", "records sampled", "covered",
                *(f"{c} {basis}" for c in order for basis in ("records", "bytes")))
 
-    def row(name: str, offsets: str, codecs: Mapping[str, Tally], covered: float | None) -> tuple[str, ...]:
+    def row(name: str, offsets: str, codecs: Mapping[str, StoredTotals], covered: float | None) -> tuple[str, ...]:
         rs, bs = shares(codecs, "records"), shares(codecs, "bytes")
         return (name, offsets, f"{merge([codecs]).records:,}", "-" if covered is None else percent(covered),
                 *(percent(s.get(c, 0.0)) if s else "-" for c in order for s in (rs, bs)))

@@ -30,7 +30,7 @@ from transcoder.config import Config
 from transcoder.errors import TopicError, TranscoderError
 from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.clients import client_config, start_threads
-from transcoder.kafka import offset_map
+from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.fetcher import Fetcher, SourceLoss
 from transcoder.kafka.statistics import consumer_lag, stable_offsets
 from transcoder.kafka.topic_ids import GONE, TopicIds

@@ -15,7 +15,7 @@ import structlog
 
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
-from transcoder.kafka import offset_map
+from transcoder.kafka import offset_map_topic
 from transcoder.metrics.registry import MigrationMetrics
 from transcoder.migrate.verify import Verifier
 from transcoder.pipeline.routes import Plan
@@ -52,7 +52,7 @@ class ContinuousVerification:
 
     def _pass(self, verifier: Verifier, source: str, dest: str) -> None:
         try:
-            maps, _ = offset_map.read(self.config, dest)
+            maps, _ = offset_map_topic.read(self.config, dest)
             ends = {p: o for (t, p), o in self.committed().items() if t == source}
             results = verifier.verify(maps, self.through.get(dest), ends=ends)
         except TranscoderError as exc:  # the copy goes on; the next pass tries again

@@ -55,7 +55,7 @@ class SparkLane:
     committed_ts: dict[Partition, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fold(self, tallies: list[sink.Tally]) -> float:
+    def fold(self, tallies: list[sink.TaskTally]) -> float:
         """One micro-batch's task tallies into the lane's metrics and status (the service's vocabulary); return
         the CPU seconds its Python workers spent (the lane's `produce` part)."""
         st, m = self.status, self.metrics

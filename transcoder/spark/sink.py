@@ -114,8 +114,8 @@ def arrow_columns(batch: Any) -> Columns | None:
 
 
 @dataclass
-class Tally:
-    """What one task measured: the driver folds it into the lane's metrics and status (WriterMetrics here)."""
+class TaskTally:
+    """What one Spark task measured: the driver folds it into the lane's metrics and status (WriterMetrics here)."""
 
     records: int = 0
     source_bytes: int = 0
@@ -140,11 +140,11 @@ class TallyMetrics:
     """The writer's metrics in an executor: tallied per task, sent to the driver with the task's result."""
 
     def __init__(self) -> None:
-        self.tally = Tally()
+        self.tally = TaskTally()
         self._record_bytes: dict[str, int] = {}  # destination -> cumulative record bytes seen (librdkafka's)
 
-    def take(self) -> Tally:
-        t, self.tally = self.tally, Tally()
+    def take(self) -> TaskTally:
+        t, self.tally = self.tally, TaskTally()
         return t
 
     def acked(self, destination: str, codec: str, n: int) -> None:
@@ -198,7 +198,7 @@ def _consumer_error(err: KafkaError) -> None:  # Delivered.error() is always Non
 
 
 def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float,
-               batches: Iterator[Any]) -> Tally:
+               batches: Iterator[Any]) -> TaskTally:
     """Write one task's records (Arrow batches of one source partition range) to every destination of the
     lane; return when each is acknowledged, dead-lettered, or a failure is known (then `fatal` says which)."""
     cpu0, t0 = time.process_time(), time.monotonic()

@@ -23,7 +23,7 @@ from transcoder.migrate.compare import (
     same,
     unmapped_gaps,
 )
-from transcoder.pipeline.offset_map import PartitionMap, Run
+from transcoder.pipeline.offset_runs import PartitionMap, Run
 
 HDRS = [("a", b"1"), ("b", None), ("c", b"")]
 

@@ -6,7 +6,7 @@ import pytest
 
 from transcoder.errors import MigrationError
 from transcoder.migrate import gates
-from transcoder.pipeline.offset_map import PartitionMap, Run
+from transcoder.pipeline.offset_runs import PartitionMap, Run
 
 
 def facts(**over) -> gates.GateFacts:

@@ -11,7 +11,8 @@ import pytest
 from transcoder.errors import ConfigError
 from transcoder.metrics.registry import MigrationMetrics, exposition
 from transcoder.migrate import watch as w
-from transcoder.migrate.watch import PartitionMix, StoredBatch, Tally, TopicMix
+from transcoder.migrate.watch import PartitionMix, StoredBatch, TopicMix
+from transcoder.migrate.watch import StoredTotals as Tally
 
 NOW = 1_795_000_000_000
 

@@ -6,7 +6,13 @@ import random
 
 import pytest
 
-from transcoder.pipeline.offset_map import MapBuilder, MapEntry, PartitionMap, Run, partition_maps
+from transcoder.pipeline.offset_runs import (
+    MapBuilder,
+    MapEntry,
+    PartitionMap,
+    Run,
+    partition_maps,
+)
 
 
 def history(rng: random.Random, *, replays: int, gaps: bool) -> tuple[list[int], list[int]]:

@@ -8,7 +8,7 @@ import pytest
 from transcoder import config as cfg
 from transcoder.errors import ConfigError
 from transcoder.kafka.fetcher import SourceLoss
-from transcoder.pipeline.offset_map import MapEntry, PartitionMap, Run, partition_maps
+from transcoder.pipeline.offset_runs import MapEntry, PartitionMap, Run, partition_maps
 
 
 def conf(**extra: object) -> cfg.Config:

@@ -6,7 +6,7 @@ from transcoder.kafka.statistics import Window
 from transcoder.metrics.registry import Metrics
 from transcoder.metrics.status import LaneStatus
 from transcoder.spark.engine import SparkLane
-from transcoder.spark.sink import Tally
+from transcoder.spark.sink import TaskTally as Tally
 
 
 def _lane() -> tuple[SparkLane, Metrics]:

@@ -1,5 +1,5 @@
 """The offset-map topic: the writer records in it, for every destination partition, which source offsets its
-delivered records are copies of (runs, pipeline.offset_map); `transcoder migrate` reads it back.
+delivered records are copies of (runs, pipeline.offset_runs); `transcoder migrate` reads it back.
 
 The topic is compacted (and time-limited by `migration.offset_map_retention_ms`). A run is stored under the
 key `<destination>/<partition>/<destination offset where it starts>`; while a run keeps growing (the usual
@@ -30,7 +30,13 @@ from transcoder.config import Config
 from transcoder.errors import DeliveryError, KafkaUnavailableError, TopicError
 from transcoder.kafka.admin import ensure
 from transcoder.kafka.clients import client_config
-from transcoder.pipeline.offset_map import MapBuilder, MapEntry, PartitionMap, Run, partition_maps
+from transcoder.pipeline.offset_runs import (
+    MapBuilder,
+    MapEntry,
+    PartitionMap,
+    Run,
+    partition_maps,
+)
 
 log = structlog.get_logger("transcoder.offset_map")
 
