@@ -11,7 +11,13 @@ that, and transcoder's producer follows v1, which Kafka 4 keeps for such clients
 transaction (12 lets the broker add the partition itself), AddPartitionsToTxn 0-3 (4+ is the brokers' batched
 verification form), AddOffsetsToTxn 0-3, TxnOffsetCommit 0-4 (5 adds the group itself), EndTxn 0-4 (5 makes the
 coordinator bump the epoch at every EndTxn and answer with the new one), InitProducerId 0-4 (5 and 6 add
-TRANSACTION_ABORTABLE and two-phase commit), FindCoordinator 1-3 (4+ batches keys, another shape)."""
+TRANSACTION_ABORTABLE and two-phase commit), FindCoordinator 1-3 (4+ batches keys, another shape).
+
+Only kafka-python's public, versioned API (3.0): the requests are its protocol classes (`kafka.protocol.*`, each
+with the versions above), sent through its connection manager (`kafka.net.KafkaConnectionManager`, exported by
+`kafka.net`, with `send` and `call_soon`) on its I/O thread (`kafka.net.NetworkSelector`). transcoder builds the
+two itself and hands them to the admin client through its documented `kafka_client` argument, so DescribeLogDirs
+and API versions (the admin client's public methods) and the raw requests share one set of connections."""
 
 from __future__ import annotations
 
@@ -22,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from transcoder.errors import KafkaUnavailableError
-from transcoder.kafka import transport
 
 #: librdkafka property -> kafka-python KafkaAdminClient argument (security and TLS only).
 _KAFKA_PYTHON_NAMES = {
@@ -46,7 +51,7 @@ PRODUCE_API_KEY = 0
 RECONNECT_BACKOFF_MAX_MS = 1000
 
 #: A request gets this long beyond its own timeout for kafka-python to answer it (with the broker's response or
-#: its own timeout error) before the caller gives up waiting on it: see BrokerInfo._run.
+#: its own timeout error) before the caller gives up waiting on it: see BrokerInfo._start.
 ANSWER_MARGIN_S = 5.0
 
 
@@ -112,27 +117,43 @@ class PendingFetch:
 
 
 class BrokerInfo:
-    """One kafka-python admin connection, opened on first use and closed by `close`."""
+    """One kafka-python admin client and the connection manager under it, opened on first use and closed by
+    `close`."""
 
     def __init__(self, librdkafka: Mapping[str, Any], *, timeout_s: float = 30.0) -> None:
         self._conf = kafka_python_config(librdkafka)
         self._timeout_ms = int(timeout_s * 1000)
         self._admin: Any = None
+        self._connections: Any = None  # kafka.net.KafkaConnectionManager, made by _net_client
+
+    def _net_client(self, **configs: Any) -> Any:
+        """The admin client's network client (its `kafka_client` argument), made of a connection manager this
+        BrokerInfo keeps for its own requests."""
+        from kafka.net import KafkaConnectionManager, KafkaNetClient, NetworkSelector
+
+        net = NetworkSelector(**configs)
+        self._connections = KafkaConnectionManager(net, **configs)
+        return KafkaNetClient(net=net, manager=self._connections, **configs)
 
     def _client(self) -> Any:
         if self._admin is None:
             from kafka.admin import KafkaAdminClient
             from kafka.errors import KafkaError as KPError
 
-            transport.install()
             try:
                 self._admin = KafkaAdminClient(request_timeout_ms=self._timeout_ms,
                                                bootstrap_timeout_ms=self._timeout_ms,
-                                               reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS, **self._conf)
+                                               reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
+                                               kafka_client=self._net_client, **self._conf)
             except KPError as exc:
                 raise KafkaUnavailableError(
                     f"cannot reach Kafka at {','.join(self._conf['bootstrap_servers'])}: {exc}") from exc
         return self._admin
+
+    def _connection_manager(self) -> Any:
+        """The connection manager the raw requests go through (opening the client first)."""
+        self._client()
+        return self._connections
 
     def max_produce_version(self) -> int:
         versions = self._client().api_versions()
@@ -209,7 +230,7 @@ class BrokerInfo:
                 max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=1, session_id=0,
                 session_epoch=-1, topics=[topic_cls(topic=t, partitions=ps) for t, ps in topics.items()],
                 forgotten_topics_data=[], rack_id="", min_version=4, max_version=12)  # 13+ names topics by id
-        manager = self._client()._manager  # kafka-python has no public raw Fetch
+        manager = self._connection_manager()
         timeout_ms = self._timeout_ms + max_wait_ms  # the broker holds a Fetch up to max_wait_ms by design
 
         async def fetch() -> list[Any]:
@@ -334,7 +355,7 @@ class BrokerInfo:
             topic_data=[data(name=t, partition_data=parts) for t, parts in by_topic.items()],
             min_version=7, max_version=12 if transactional_id is None else 11,
         )
-        # kafka-python has no public raw Produce; the broker holds it up to timeout_ms (acks=all) by design
+        # the broker holds it up to timeout_ms (acks=all) by design
         return self._send_start(request, leader, request_timeout_ms=timeout_ms + 5_000)
 
     @staticmethod
@@ -348,15 +369,20 @@ class BrokerInfo:
     def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         """Leader broker id per (topic, partition); -1 where there is none right now.
 
-        A topic the broker does not know is left out.
+        A topic the broker does not know is left out. kafka-python's errors when the Metadata request is not
+        answered (within the request timeout plus ANSWER_MARGIN_S).
         """
-        admin = self._client()
+        from kafka.protocol.metadata import MetadataRequest
+
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                                  allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                  include_topic_authorized_operations=False)
         out = {}
-        for t in self._run(admin._get_cluster_metadata, list(topics))["topics"]:  # describe_topics, bounded
-            if t["error_code"]:
+        for t in self._send(request, None).topics:
+            if t.error_code:
                 continue
-            for p in t["partitions"]:
-                out[(t["name"], p["partition_index"])] = p["leader_id"] if not p["error_code"] else -1
+            for p in t.partitions:
+                out[(t.name, p.partition_index)] = p.leader_id if not p.error_code else -1
         return out
 
     def init_producer_id(self, transactional_id: str | None = None, *, transaction_timeout_ms: int = 60_000,
@@ -457,7 +483,7 @@ class BrokerInfo:
 
     def _send_start(self, request: Any, node_id: int | None, *, request_timeout_ms: int | None = None) -> Call:
         """_send's request, sent now: its response (or kafka-python's error) is the Call's result."""
-        manager = self._client()._manager
+        manager = self._connection_manager()
 
         async def send() -> Any:
             return await manager.send(request, node_id=node_id, request_timeout_ms=request_timeout_ms)
@@ -465,16 +491,12 @@ class BrokerInfo:
         return self._start(send, limit_s=None if request_timeout_ms is None else
                            request_timeout_ms / 1000 + ANSWER_MARGIN_S)
 
-    def _run(self, coro: Callable[..., Any], *args: Any, limit_s: float | None = None) -> Any:
-        """kafka-python's `coro(*args)` on its I/O thread, its result or its error; KafkaTimeoutError after
-        `limit_s` (default: the request timeout plus ANSWER_MARGIN_S). kafka-python's own run() waits for ever:
-        a request its I/O thread never completes (a connection stuck in set-up, the thread gone) would hold the
-        caller, a lane's loop, for good."""
-        return self._start(coro, *args, limit_s=limit_s).result()
-
     def _start(self, coro: Callable[..., Any], *args: Any, limit_s: float | None = None) -> Call:
-        """`coro(*args)` started on kafka-python's I/O thread; its result is read from the Call (as _run's)."""
-        manager = self._client()._manager
+        """`coro(*args)` started on kafka-python's I/O thread: the Call's result is its result or its error, or
+        KafkaTimeoutError after `limit_s` (default: the request timeout plus ANSWER_MARGIN_S). kafka-python's own
+        run() waits for ever: a request its I/O thread never completes (a connection stuck in set-up, the thread
+        gone) would hold the caller, a lane's loop, for good."""
+        manager = self._connection_manager()
         limit = self._timeout_ms / 1000 + ANSWER_MARGIN_S if limit_s is None else limit_s
         answered = threading.Event()
         future = manager.call_soon(coro, *args)
@@ -487,5 +509,5 @@ class BrokerInfo:
 
     def close(self) -> None:
         if self._admin is not None:
-            self._admin.close()
-            self._admin = None
+            self._admin.close()  # closes the connection manager and stops its I/O thread
+            self._admin = self._connections = None

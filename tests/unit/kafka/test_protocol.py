@@ -77,7 +77,7 @@ def test_broker_info_connects_lazily():
 
 
 class _Manager:
-    """kafka-python's connection manager as BrokerInfo._run uses it: call_soon hands back a Future that this one
+    """kafka-python's connection manager as BrokerInfo._start uses it: call_soon hands back a Future that this one
     completes only when told to (a request its I/O thread never answers)."""
 
     def __init__(self) -> None:
@@ -95,7 +95,7 @@ def _info_with(manager: _Manager, timeout_s: float) -> BrokerInfo:
     from types import SimpleNamespace
 
     info = BrokerInfo({"bootstrap.servers": "localhost:1"}, timeout_s=timeout_s)
-    info._admin = SimpleNamespace(_manager=manager)
+    info._admin, info._connections = SimpleNamespace(), manager  # as if opened: the admin client and its manager
     return info
 
 
@@ -108,10 +108,10 @@ def test_a_request_never_answered_times_out_instead_of_holding_the_caller():
     info = _info_with(manager, timeout_s=0.1)
     t0 = time.monotonic()
     with pytest.raises(KafkaTimeoutError, match="no answer from Kafka within 5 s"):
-        info._run(lambda: None)  # request timeout 0.1 s + the 5 s margin
+        info._start(lambda: None).result()  # request timeout 0.1 s + the 5 s margin
     assert 5.0 <= time.monotonic() - t0 < 15
     with pytest.raises(KafkaTimeoutError, match="within 0 s"):
-        info._run(lambda: None, limit_s=0.2)
+        info._start(lambda: None, limit_s=0.2).result()
 
 
 def test_an_answer_or_an_error_comes_back_as_kafka_python_gave_it():
@@ -119,9 +119,9 @@ def test_an_answer_or_an_error_comes_back_as_kafka_python_gave_it():
 
     manager = _Manager()
     manager.future.success("answer")
-    assert _info_with(manager, 1)._run(lambda x: x, 7) == "answer"
+    assert _info_with(manager, 1)._start(lambda x: x, 7).result() == "answer"
     assert manager.calls[0][1] == (7,)
     failing = _Manager()
     failing.future.failure(NodeNotReadyError(3))
     with pytest.raises(NodeNotReadyError):
-        _info_with(failing, 1)._run(lambda: None)
+        _info_with(failing, 1)._start(lambda: None).result()
