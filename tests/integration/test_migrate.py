@@ -486,7 +486,8 @@ def test_finish_refuses_while_a_live_member_is_assigned_the_source_without_a_com
 
 
 def test_sigterm_or_sigint_to_a_waiting_cutover_releases_its_lease(kafka, topic_factory, tmp_path):
-    from transcoder.migrate.state import StateStore, holder, now_ms
+    from transcoder.migrate.lease import holder
+    from transcoder.migrate.state import StateStore, now_ms
 
     source = topic_factory(partitions=1)
     produce(kafka, source, 100, 1)

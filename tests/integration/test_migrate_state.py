@@ -21,7 +21,8 @@ from transcoder.errors import (
     TranscoderError,
 )
 from transcoder.kafka.admin import describe, describe_configs
-from transcoder.migrate.state import Lease, StateStore, holder, now_ms
+from transcoder.migrate.lease import Lease, holder
+from transcoder.migrate.state import StateStore, now_ms
 
 LEASE_MS = 2000
 ROUTES = [{"source": "a", "destinations": [{"codec": "zstd"}]}]

@@ -3,7 +3,7 @@
 All state lives in the migration's state topic (migrate.state), so any machine can run any step, a
 restarted controller resumes where the last one stopped, and every step is idempotent: a group already
 moved is reported as such, a cutover interrupted after its offsets were computed commits those same
-offsets. One controller at a time holds a migration (migrate.state.Lease); a second one refuses.
+offsets. One controller at a time holds a migration (migrate.lease.Lease); a second one refuses.
 
 State keys (values are JSON objects):
   migration        source, destination, codec, stage (shadow|finished), started/finished times
@@ -31,8 +31,9 @@ from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, wait_settled
 from transcoder.kafka.clients import client_config, connect_admin
 from transcoder.kafka.protocol import BrokerInfo
 from transcoder.migrate import gates, groups, verify
+from transcoder.migrate.lease import Lease
 from transcoder.migrate.plan import human_bytes, topic_facts
-from transcoder.migrate.state import Lease, StateStore, kafka_error
+from transcoder.migrate.state import StateStore, kafka_error
 from transcoder.migrate.target import Resolved, resolve
 from transcoder.pipeline.offset_runs import PartitionMap
 

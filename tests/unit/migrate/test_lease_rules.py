@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from transcoder.errors import MigrationError
-from transcoder.migrate.state import StateRecord, claim_offset, holder, live
+from transcoder.migrate.lease import claim_offset, holder, live
+from transcoder.migrate.state import StateRecord
 
 NOW = 1_000_000
 
