@@ -2,7 +2,9 @@
 
 `grid` is the grid to measure (codec settings x batch sizes) from the command line; `sample` reads the records
 (and the topic's facts) from a topic; `batches` cuts them into batches as transcoder's producers do; `measure`
-compresses each batch and folds partitions into one figure per cell; `recommend` prices each cell and chooses;
-`render` writes the results as a table, Markdown, JSON or CSV, `html` as a static report with plots. All but
-`sample` are pure. May import: transcoder.metrics and below.
+compresses each batch, timed on the thread's CPU clock, and folds partitions into one figure per cell; `recommend`
+prices each cell and chooses; `render` writes the results as a table, Markdown, JSON or CSV, `html` as a static
+report with plots (written to a directory). `grid`, `batches`, `recommend` and `render` are pure.
+Also used by the engines: the live scorer and `evaluate --engine spark` measure with `measure`.
+May import: transcoder.metrics and below.
 """
