@@ -1,0 +1,200 @@
+"""The batch producer's parts without a broker: sequence numbers, the error vocabulary, the statistics, and the
+sender's handler for each outcome of a Produce answer (on a fake host: what it reports, sends again, renews)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from transcoder.errors import TranscoderError
+from transcoder.kafka.batch_sender import Sender
+from transcoder.kafka.produce_batches import Batch, Round
+from transcoder.kafka.produce_errors import ProduceError, raises_kafka_exception
+from transcoder.kafka.produce_statistics import SentBatches
+from transcoder.kafka.producer_sequences import ProducerSequences
+from transcoder.kafka.transaction_state import TransactionManager, TxnEvent
+
+TP = ("t", 0)
+
+
+# ------------------------------------------------------------------ sequences
+def test_sequences_per_partition_set_back_and_renewed():
+    s = ProducerSequences()
+    s.renew(7, 0)
+    assert s.take(TP, 10) == 0
+    assert s.take(TP, 5) == 10
+    assert s.take(("t", 1), 3) == 0
+    assert s.peek(TP) == 15
+    s.set_back(TP, 10)  # the batch at 10 was not written: the next takes its numbers
+    assert s.take(TP, 2) == 10
+    assert s.stamp(12) == (7, 0, 12)
+    s.renew(7, 1)
+    assert s.peek(TP) == 0 and s.peek(("t", 1)) == 0 and (s.producer_id, s.epoch) == (7, 1)
+
+
+def test_sequences_wrap_at_int32():
+    s = ProducerSequences()
+    s.set_back(TP, 2**31 - 2)
+    assert s.take(TP, 5) == 2**31 - 2
+    assert s.peek(TP) == 3
+
+
+# ------------------------------------------------------------------ errors
+def test_a_produce_error_is_a_transcoder_error_with_kafkas_name_and_flags():
+    err = ProduceError(10, "t [0]: too large")
+    assert isinstance(err, TranscoderError)
+    assert err.kafka_error == "MSG_SIZE_TOO_LARGE" and err.code == 10 and not err.retriable
+    k = ProduceError(90, "fenced", fatal=True).as_kafka_error()
+    assert (k.code(), k.name(), k.fatal(), k.txn_requires_abort(), k.retriable()) == (90, "PRODUCER_FENCED", True,
+                                                                                      False, False)
+    k = ProduceError(KafkaError._TIMED_OUT, "late", txn_requires_abort=True).as_kafka_error()
+    assert k.txn_requires_abort() and not k.fatal() and k.str() == "late"
+    assert ProduceError(51, "busy", retriable=True).as_kafka_error().retriable()
+
+
+def test_a_transaction_call_raises_kafka_exception_with_the_same_flags():
+    @raises_kafka_exception
+    def call() -> None:
+        raise ProduceError(48, "abortable", txn_requires_abort=True)
+
+    with pytest.raises(KafkaException) as info:
+        call()
+    assert info.value.args[0].code() == 48 and info.value.args[0].txn_requires_abort()
+
+
+# ------------------------------------------------------------------ statistics
+def test_statistics_windows_start_again_and_totals_go_on():
+    s = SentBatches()
+    s.sent("a", 100, 10, 1000)
+    s.sent("a", 300, 30, 3000)
+    first = s.emit()
+    assert (first["a"].records_total, first["a"].record_bytes_total) == (40, 4000)
+    assert first["a"].batch_records.maximum == 30 and first["a"].batch_bytes.total == 400
+    second = s.emit()
+    assert second["a"].records_total == 40 and second["a"].batch_records.count == 0
+
+
+# ------------------------------------------------------------------ the sender's handlers
+class _Failures:
+    def failed(self, event: str, now: float, **fields: Any) -> None:
+        pass
+
+    def succeeded(self, event: str, now: float) -> None:
+        pass
+
+
+class _Host:
+    """The producer as the sender sees it: records what the sender asks of it."""
+
+    client_id = "c1"
+
+    def __init__(self, answers: dict, *, txn: TransactionManager | None = None) -> None:
+        self._info = self
+        self._txn = txn
+        self._seq = ProducerSequences()
+        self._seq.renew(7, 0)
+        self._failures = _Failures()
+        self.answers = answers
+        self.reports: list = []
+        self.dropped: list = []
+        self.split: list = []
+        self.unready: list = []
+        self.renewed = 0
+
+    # the raw client
+    def leaders(self, topics: Any) -> dict:
+        return {TP: 1}
+
+    def produce_start(self, payloads: dict, **kwargs: Any) -> str:
+        return "call"
+
+    def produce_answers(self, call: str) -> dict:
+        return self.answers
+
+    def init_producer_id(self) -> tuple[int, int, int]:
+        self.renewed += 1
+        return 0, 8, 0
+
+    # the host
+    def _add_partitions(self, tps: set) -> bool:
+        assert self._txn is not None
+        self._txn.added(tps)
+        return False
+
+    def _unready(self, b: Batch) -> None:
+        self.unready.append(b.tp)
+
+    def _split_back(self, b: Batch) -> None:
+        self.split.append(b.tp)
+
+    def _drop(self, batches: list, err: ProduceError) -> None:
+        self.dropped.append((len(batches), err.code, err.txn_requires_abort))
+
+    def _finish(self, done: list) -> None:
+        self.reports.extend((e.code if e else 0, b.tp, base) for e, b, base in done)
+
+    def _record_sent(self, b: Batch) -> None:
+        pass
+
+    def _stamp_again(self, retry: dict) -> dict:
+        return retry
+
+
+def _round(host: _Host, records: int = 4) -> tuple[Sender, Round]:
+    sender = Sender(host, request_timeout_ms=1000, delivery_timeout_s=300, backoff_s=0.01)  # type: ignore[arg-type]
+    base = host._seq.take(TP, records)
+    batch = Batch(TP, [(b"k", b"v", (), 0, 2)] * records, base, b"payload", time.monotonic(), 2 * records)
+    return sender, sender.start({TP: batch})
+
+
+@pytest.mark.parametrize(("code", "reports", "retried", "split", "renewed", "next_sequence"), [
+    (0, [(0, TP, 42)], False, False, 0, 4),  # delivered
+    (46, [(0, TP, 42)], False, False, 0, 4),  # DUPLICATE_SEQUENCE_NUMBER: it was written once
+    (6, [], True, False, 0, 4),  # NOT_LEADER_OR_FOLLOWER: the same bytes again
+    (10, [], False, True, 0, 0),  # too large: the halves go back, with its sequences
+    (59, [], True, False, 1, 0),  # UNKNOWN_PRODUCER_ID: sent again under a new producer id
+    (87, [(87, TP, -1)], False, False, 0, 0),  # refused for good: reported failed, its sequences reused
+    (45, [(45, TP, -1)], False, False, 1, 0),  # OUT_OF_ORDER_SEQUENCE_NUMBER: reported, a new producer id
+])
+def test_each_outcome_of_a_produce_answer(code: int, reports: list, retried: bool, split: bool, renewed: int,
+                                          next_sequence: int):
+    host = _Host({TP: (code, 42)})
+    sender, round_ = _round(host)
+    retry = sender.finish(round_, {})
+    assert host.reports == reports
+    assert (TP in retry) is retried
+    assert host.split == ([TP] if split else [])
+    assert host.renewed == renewed
+    assert host._seq.peek(TP) == next_sequence
+    assert host.dropped == []
+
+
+def test_in_a_transaction_a_fenced_or_forgotten_batch_dooms_it_and_is_not_reported():
+    for code in (59, 90, 47):
+        txn = TransactionManager("tid-1")
+        txn.transition(TxnEvent.INIT)
+        txn.initialized()
+        host = _Host({TP: (code, -1)}, txn=txn)
+        sender, round_ = _round(host)
+        assert txn.partitions == {TP}  # added before its first batch
+        assert sender.finish(round_, {}) == {}
+        assert host.reports == [] and host.dropped == [(1, code, True)] and host.renewed == 0
+
+
+def test_a_batch_sealed_ahead_goes_back_when_its_partitions_batch_was_not_delivered():
+    host = _Host({TP: (6, -1)})
+    sender, round_ = _round(host)
+    ahead = Batch(TP, [(b"k", b"v", (), 0, 2)], host._seq.take(TP, 1), b"p", time.monotonic(), 2)
+    sender.finish(round_, {TP: ahead})
+    assert host.unready == [TP]
+
+
+def test_a_batch_past_the_delivery_timeout_is_reported_failed_and_the_producer_id_renewed():
+    host = _Host({TP: (6, -1)})
+    sender, round_ = _round(host)
+    round_.started[1][0][TP].first_sent -= 301
+    assert sender.finish(round_, {}) == {}
+    assert host.reports == [(KafkaError._MSG_TIMED_OUT, TP, -1)] and host.renewed == 1

@@ -1,0 +1,273 @@
+"""The batch producer's Produce requests: one round sends each batch once, one request per leader, all in flight at
+once (`start`), then reads the answers (`finish`), one handler per outcome of a partition's answer (delivered, sent
+again, split, producer id renewed, refused), and gives up on batches past the delivery timeout. It also takes the
+idempotent producer's id (InitProducerId, `renew_producer_id`): at the start, and whenever a batch's outcome is
+unknown.
+
+Shaped after aiokafka's `producer/sender.py` (a handler per request and answer). The producer it works for (the
+Host: transcoder.kafka.batch_producer.BatchProducer) owns the queue, the lock, the transaction and the sequence
+numbers; the sender owns where each partition's leader is and how the last rounds went.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from transcoder.errors import KafkaUnavailableError
+from transcoder.kafka.failure_log import FailureLog
+from transcoder.kafka.produce_batches import Batch, Partition, Round
+from transcoder.kafka.produce_errors import (
+    MSG_TIMED_OUT,
+    NETWORK_EXCEPTION,
+    PRODUCER_FENCED,
+    NoAnswer,
+    NotSent,
+    ProduceError,
+    error_name,
+    error_text,
+    is_invalid_metadata,
+    is_retriable,
+)
+from transcoder.kafka.producer_sequences import ProducerSequences
+from transcoder.kafka.transaction_state import TransactionManager
+from transcoder.pipeline import batching
+from transcoder.pipeline.batching import Outcome
+
+#: a delivery report as the sender queues it: the error (None: delivered), the batch, its base offset
+Report = tuple[ProduceError | None, Batch, int]
+
+
+class Host(Protocol):
+    """What the sender asks of the producer it works for."""
+
+    client_id: str
+    _info: Any  # the raw client of the Produce requests (read at each use: a test may put a fake in its place)
+    _txn: TransactionManager | None
+    _seq: ProducerSequences
+    _failures: FailureLog
+
+    def _add_partitions(self, tps: set[Partition]) -> bool: ...
+
+    def _unready(self, b: Batch) -> None: ...
+
+    def _split_back(self, b: Batch) -> None: ...
+
+    def _drop(self, batches: list[Batch], err: ProduceError) -> None: ...
+
+    def _finish(self, done: list[Report]) -> None: ...
+
+    def _record_sent(self, b: Batch) -> None: ...
+
+    def _stamp_again(self, retry: Mapping[Partition, Batch]) -> dict[Partition, Batch]: ...
+
+
+@dataclass
+class Answers:
+    """What one round's answers settled: the reports to queue, the batches to send again, and whether the
+    producer id must be renewed first (the broker forgot it, or a batch's outcome is unknown)."""
+
+    retry: dict[Partition, Batch]
+    done: list[Report] = field(default_factory=list)
+    renew: bool = False
+
+
+class Sender:
+    def __init__(self, host: Host, *, request_timeout_ms: int, delivery_timeout_s: float, backoff_s: float) -> None:
+        self._host, self._backoff = host, backoff_s
+        self._request_timeout_ms = request_timeout_ms
+        self._delivery_timeout = delivery_timeout_s
+        self.leaders: dict[Partition, int] = {}
+        self.failing_rounds = 0  # consecutive rounds that delivered nothing and must retry
+        #: this round's AddPartitionsToTxn was answered "busy" (the last transaction's markers being written): the
+        #: round is retried after TXN_RETRY_BACKOFF_S, as the Java producer retries it after 20 ms, not after the
+        #: back-off for failures (which doubles while rounds fail: 200, 400, 800 ms ... at a transaction's start)
+        self.coordinator_busy = False
+
+    @property
+    def _log(self) -> Any:
+        return structlog.get_logger("transcoder.batchproducer")  # looked up at use: the configuration of then
+
+    # ------------------------------------------------------------------ the requests
+    def start(self, batches: dict[Partition, Batch]) -> Round:
+        """Send each batch once, one Produce request per leader, all in flight at once; `finish` reads the
+        answers. In a transaction, partitions are added to it first (those not added wait for the next round)."""
+        h, txn = self._host, self._host._txn
+        self.coordinator_busy = False
+        missing = {tp[0] for tp in batches if self.leaders.get(tp, -1) < 0}
+        if missing:
+            try:
+                self.leaders.update(h._info.leaders(missing))
+                h._failures.succeeded("metadata_request_failed", time.monotonic())
+            except NoAnswer as exc:
+                h._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
+        by_leader: dict[int, dict[Partition, Batch]] = {}
+        retry: dict[Partition, Batch] = {}
+        if txn is not None:
+            if txn.failed:  # the transaction is lost: nothing more of it is sent
+                h._drop(list(batches.values()), txn.error)
+                return Round({}, {})
+            new = {tp for tp in batches if tp not in txn.partitions}
+            if new:
+                self.coordinator_busy = h._add_partitions(new)
+        for tp, b in batches.items():
+            leader = self.leaders.get(tp, -1)
+            if leader < 0 or (txn is not None and tp not in txn.partitions):
+                retry[tp] = b
+            else:
+                by_leader.setdefault(leader, {})[tp] = b
+        started: dict[int, tuple[dict[Partition, Batch], Any]] = {}
+        txn_id = {"transactional_id": txn.transactional_id} if txn is not None else {}
+        for leader, group in by_leader.items():
+            try:
+                call: Any = h._info.produce_start({tp: b.payload for tp, b in group.items()}, leader=leader,
+                                                  timeout_ms=self._request_timeout_ms, **txn_id)
+            except NoAnswer as exc:  # not sent: read as an unanswered request
+                call = exc
+            started[leader] = (group, call)
+        return Round(started, retry)
+
+    def finish(self, round_: Round, ahead: dict[Partition, Batch]) -> dict[Partition, Batch]:
+        """The answers to `start`'s requests (waiting for them): reports for the batches delivered or refused for
+        good; return those to send again. A batch sealed `ahead` whose partition's batch in this round was not
+        delivered goes back to be sealed again (the host's _unready)."""
+        h = self._host
+        answers = Answers(round_.retry)
+        for leader, (group, call) in round_.started.items():
+            per_partition = self._answers_of(leader, group, call, answers)
+            for tp, b in group.items() if per_partition is not None else ():
+                code, base_offset = per_partition.get(tp, (NETWORK_EXCEPTION, -1))  # no answer for it
+                self._on_answer(b, code, base_offset, ahead, answers)
+        self._expire(answers)
+        h._finish(answers.done)
+        retry = answers.retry
+        self.failing_rounds = self.failing_rounds + 1 if retry and not answers.done else 0
+        for tp in [tp for tp in ahead if tp in retry or answers.renew]:  # sealed under a sequence or id that changes
+            h._unready(ahead.pop(tp))
+        if answers.renew:
+            self.renew_producer_id(self._request_timeout_ms / 1000)
+            retry = h._stamp_again(retry)
+        return retry
+
+    def _answers_of(self, leader: int, group: dict[Partition, Batch], call: Any,
+                    answers: Answers) -> dict[Partition, tuple[int, int]] | None:
+        """One leader's answer: (code, base offset) per partition; None when there was none (the outcome is
+        unknown: the same bytes go again)."""
+        h = self._host
+        try:
+            if isinstance(call, NoAnswer):
+                raise call
+            got = h._info.produce_answers(call)
+        except NoAnswer as exc:
+            h._failures.failed("produce_request_failed", time.monotonic(), leader=leader, error=repr(exc))
+            if not isinstance(exc, NotSent):
+                # NodeNotReady: not sent, the connection is paused (the broker throttles this client: a quota)
+                # or backing off. The leader stands; asking the metadata again would fail alike (the only
+                # broker's connection is the paused one) and hold the batches longer.
+                for tp in group:
+                    self.leaders.pop(tp, None)
+            answers.retry.update(group)
+            return None
+        h._failures.succeeded("produce_request_failed", time.monotonic())
+        return got
+
+    def renew_producer_id(self, timeout: float) -> None:
+        """InitProducerId (idempotent): a (new) producer id; sequences start again at 0. KafkaUnavailableError when
+        Kafka refuses it for good, or gives none within `timeout`."""
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while True:
+            try:
+                code, pid, epoch = self._host._info.init_producer_id()
+            except NoAnswer as exc:  # connected, but no answer (KafkaUnavailableError: cannot connect at all)
+                code, pid, epoch, last = -1, -1, -1, repr(exc)
+            if code == 0:
+                self._host._seq.renew(pid, epoch)
+                self._log.info("producer_id", client_id=self._host.client_id, producer_id=pid, epoch=epoch)
+                return
+            if code > 0:
+                last = f"InitProducerId error {error_name(code)}"
+                if not is_retriable(code):
+                    raise KafkaUnavailableError(f"producer {self._host.client_id}: {last}", kafka_error=error_name(code),
+                                                retriable=False)
+            if time.monotonic() >= deadline:
+                raise KafkaUnavailableError(f"producer {self._host.client_id}: cannot get a producer id: {last}")
+            time.sleep(self._backoff)
+
+    # ------------------------------------------------------------------ one handler per outcome
+    def _on_answer(self, b: Batch, code: int, base_offset: int, ahead: dict[Partition, Batch],
+                   answers: Answers) -> None:
+        what = batching.outcome(code, b.count, is_retriable(code))
+        if what is not Outcome.DELIVERED and b.tp in ahead:  # before its own sequence is set back (below)
+            self._host._unready(ahead.pop(b.tp))
+        if what is Outcome.DELIVERED:
+            self._delivered(b, base_offset, answers)
+        elif what is Outcome.RETRY:
+            self._send_again(b, code, answers)
+        elif what is Outcome.RENEW:
+            self._renew(b, code, answers)
+        elif what is Outcome.SPLIT:
+            self._split(b)
+        else:
+            self._refused(b, code, answers)
+
+    def _delivered(self, b: Batch, base_offset: int, answers: Answers) -> None:
+        answers.done.append((None, b, base_offset))
+        self._host._record_sent(b)
+
+    def _send_again(self, b: Batch, code: int, answers: Answers) -> None:
+        """Retriable: the same bytes again (same producer id and sequence: never written twice)."""
+        answers.retry[b.tp] = b
+        if is_invalid_metadata(code):  # the partition's leader must be looked up again
+            self.leaders.pop(b.tp, None)
+
+    def _renew(self, b: Batch, code: int, answers: Answers) -> None:
+        """The broker forgot the producer id: idempotent, sent again under a new one; in a transaction, it is lost
+        with the transaction."""
+        if self._host._txn is not None:
+            self._host._drop([b], _abortable(b.tp, code))
+        else:
+            answers.retry[b.tp] = b
+            answers.renew = True
+
+    def _split(self, b: Batch) -> None:
+        """Too large for the topic: its halves go back to be sealed as batches of their own."""
+        self._host._seq.set_back(b.tp, b.base_sequence)  # not written: its sequences go to the halves
+        self._host._split_back(b)
+        self._log.info("batch_split", client_id=self._host.client_id, topic=b.tp[0], partition=b.tp[1],
+                       records=b.count, bytes=len(b.payload))
+
+    def _refused(self, b: Batch, code: int, answers: Answers) -> None:
+        """Refused for good. In a transaction, fenced or ended by the coordinator: the transaction is lost (the
+        abort's epoch bump tells which). Otherwise reported failed; the next batch takes its sequences."""
+        tp = b.tp
+        if self._host._txn is not None and code in batching.SEQUENCE_BROKEN_CODES | {PRODUCER_FENCED}:
+            self._host._drop([b], _abortable(tp, code))
+            return
+        self._host._seq.set_back(tp, b.base_sequence)
+        answers.renew = answers.renew or code in batching.SEQUENCE_BROKEN_CODES
+        answers.done.append((ProduceError(code, f"{tp[0]} [{tp[1]}]: {error_text(code)}: the broker refused a batch "
+                                                f"of {b.count} records ({len(b.payload)} bytes)"), b, -1))
+
+    def _expire(self, answers: Answers) -> None:
+        """Batches past the delivery timeout: failed (the last attempt's outcome is unknown, so the producer id is
+        renewed: its sequences are never reused); in a transaction, the transaction is lost with them."""
+        now = time.monotonic()
+        for tp, b in list(answers.retry.items()):
+            if now - b.first_sent <= self._delivery_timeout:
+                continue
+            del answers.retry[tp]
+            why = f"{tp[0]} [{tp[1]}]: not acknowledged within {self._delivery_timeout:.0f} s"
+            if self._host._txn is not None:
+                self._host._drop([b], ProduceError(MSG_TIMED_OUT, why, txn_requires_abort=True))
+            else:
+                answers.renew = True
+                answers.done.append((ProduceError(MSG_TIMED_OUT, why), b, -1))
+
+
+def _abortable(tp: Partition, code: int) -> ProduceError:
+    return ProduceError(code, f"{tp[0]} [{tp[1]}]: {error_text(code)}", txn_requires_abort=True)

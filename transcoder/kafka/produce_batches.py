@@ -1,0 +1,116 @@
+"""The batch producer's batches: a record as it is held, a batch as it is sent (records framed here, or a section
+sealed here), the reports its records get (Delivered), one round of the sender's Produce requests, and the sealing of
+batches under the producer's id, epoch and sequence numbers (ProducerSequences).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_CREATE_TIME
+
+from transcoder.codecs import Codec, encode_batches, restamp, seal_sections
+from transcoder.kafka.producer_sequences import ProducerSequences
+
+Headers = Sequence[tuple[str, bytes | None]]
+#: key, value, headers, timestamp (ms), size (key + value + header bytes)
+Record = tuple[bytes | None, bytes | None, Headers, int, int]
+Partition = tuple[str, int]
+
+
+class Delivered:
+    """A produced record as a delivery callback sees it: the accessors of confluent_kafka.Message."""
+
+    __slots__ = ("_offset", "_partition", "_record", "_topic")
+
+    def __init__(self, topic: str, partition: int, offset: int, record: Record) -> None:
+        self._topic, self._partition, self._offset, self._record = topic, partition, offset, record
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._record[0]
+
+    def value(self) -> bytes | None:
+        return self._record[1]
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        return list(self._record[2]) or None
+
+    def timestamp(self) -> tuple[int, int]:
+        return TIMESTAMP_CREATE_TIME, self._record[3]
+
+    def error(self) -> None:
+        return None
+
+
+@dataclass
+class Batch:
+    """One partition's batch as the sender holds it, from sealing until its report is queued."""
+
+    tp: Partition
+    records: list[Record] | None  # the records framed here, or None for a section
+    base_sequence: int
+    payload: bytes
+    first_sent: float  # monotonic
+    size: int  # sum of the records' sizes
+    reported: bool = False  # its delivery report is queued: it is never reported again
+    acked_at: float = 0.0  # when its answer came (epoch seconds): the report's latency is to then, not to `poll`
+    section: Any = None  # a transcoder_native.Section: records re-batched elsewhere, sealed here
+
+    @property
+    def count(self) -> int:
+        return len(self.section) if self.section is not None else len(self.records or ())
+
+
+@dataclass
+class Round:
+    """One round of the sender: its Produce requests in flight, by leader (the batches, and the request in flight;
+    or the error that kept it from being sent), and the batches not sent (no leader, or not yet in the
+    transaction)."""
+
+    started: dict[int, tuple[dict[Partition, Batch], Any]]
+    retry: dict[Partition, Batch]
+
+
+def seal(taken: Mapping[Partition, list[Record]], sections: Mapping[Partition, Any] | None,
+         sequences: ProducerSequences, *, codec: Codec, level: int | None, transactional: bool,
+         now: float) -> dict[Partition, Batch]:
+    """The batches taken, framed and compressed all at once (in parallel on all cores, the GIL released), and the
+    sections sealed, each under the next sequence numbers of its partition (taken once it is sealed)."""
+    out = {}
+    tps = list(taken)
+    if tps:
+        bases = [sequences.peek(tp) for tp in tps]
+        payloads = encode_batches([(taken[tp], *sequences.stamp(base)) for tp, base in zip(tps, bases, strict=True)],
+                                  codec=codec, level=level, transactional=transactional)
+        for tp, payload in zip(tps, payloads, strict=True):  # sealed: their sequences are taken
+            records = taken[tp]
+            out[tp] = Batch(tp, records, sequences.take(tp, len(records)), payload, now, sum(r[4] for r in records))
+    if sections:
+        stps = list(sections)
+        sealed = seal_sections([sections[tp] for tp in stps], [sequences.stamp(sequences.peek(tp)) for tp in stps],
+                               codec=codec, level=level, transactional=transactional)
+        for tp, payload in zip(stps, sealed, strict=True):
+            s = sections[tp]
+            out[tp] = Batch(tp, None, sequences.take(tp, len(s)), payload, now, s.size, section=s)
+    return out
+
+
+def restamped(sections: Mapping[Partition, Batch], sequences: ProducerSequences) -> dict[Partition, Batch]:
+    """Sections' batches under a new producer id: their header and CRC stamped again (what is compressed stays)."""
+    out = {}
+    for tp, b in sections.items():
+        base = sequences.take(tp, b.count)
+        out[tp] = Batch(tp, None, base, restamp(b.payload, *sequences.stamp(base)), b.first_sent, b.size,
+                        section=b.section)
+    return out
