@@ -14,10 +14,12 @@ coordinator bump the epoch at every EndTxn and answer with the new one), InitPro
 TRANSACTION_ABORTABLE and two-phase commit), FindCoordinator 1-3 (4+ batches keys, another shape).
 
 Only kafka-python's public, versioned API (3.0): the requests are its protocol classes (`kafka.protocol.*`, each
-with the versions above), sent through its connection manager (`kafka.net.KafkaConnectionManager`, exported by
-`kafka.net`, with `send` and `call_soon`) on its I/O thread (`kafka.net.NetworkSelector`). transcoder builds the
-two itself and hands them to the admin client through its documented `kafka_client` argument, so DescribeLogDirs
-and API versions (the admin client's public methods) and the raw requests share one set of connections."""
+with the versions above). All but Fetch are sent through its connection manager (`kafka.net.KafkaConnectionManager`,
+exported by `kafka.net`, with `send` and `call_soon`) on its I/O thread (`kafka.net.NetworkSelector`); transcoder
+builds the two itself and hands them to the admin client through its documented `kafka_client` argument, so
+DescribeLogDirs and API versions (the admin client's public methods) and these requests share one set of
+connections. Fetch, whose answers are the large ones, goes over transcoder's own connection per leader
+(fetch_connection.FetchConnection), read in large pieces on the caller's thread: see that module for why."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transcoder.errors import KafkaUnavailableError
+from transcoder.kafka.fetch_connection import FetchConnection
 
 #: librdkafka property -> kafka-python KafkaAdminClient argument (security and TLS only).
 _KAFKA_PYTHON_NAMES = {
@@ -110,10 +113,12 @@ class Call:
 
 @dataclass
 class PendingFetch:
-    """Fetch requests sent (BrokerInfo.fetch_start), one per leader in this order, their answers to come."""
+    """Fetch requests sent (BrokerInfo.fetch_start), one per leader in this order, their answers to come until
+    `deadline` (monotonic): per leader, the connection and the request's correlation id, or why it was not sent."""
 
     leaders: list[int]
-    call: Call
+    sent: list[tuple[FetchConnection, int] | Exception]
+    deadline: float
 
 
 class BrokerInfo:
@@ -125,6 +130,9 @@ class BrokerInfo:
         self._timeout_ms = int(timeout_s * 1000)
         self._admin: Any = None
         self._connections: Any = None  # kafka.net.KafkaConnectionManager, made by _net_client
+        self._fetch_lock = threading.Lock()  # the Fetch connections: one caller at a time
+        self._fetch_connections: dict[int, FetchConnection] = {}
+        self._fetch_failures: dict[int, tuple[int, float]] = {}  # node -> (failures in a row, no retry before)
 
     def _net_client(self, **configs: Any) -> Any:
         """The admin client's network client (its `kafka_client` argument), made of a connection manager this
@@ -217,6 +225,7 @@ class BrokerInfo:
                     partition_max_bytes: int, max_wait_ms: int, min_bytes: int) -> PendingFetch:
         """fetch_many's requests, sent now: their answers are read with fetch_answers (or dropped with the
         PendingFetch when nobody reads them)."""
+        import kafka.errors
         from kafka.protocol.consumer import FetchRequest
 
         topic_cls = FetchRequest.FetchTopic
@@ -230,35 +239,66 @@ class BrokerInfo:
                 max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=1, session_id=0,
                 session_epoch=-1, topics=[topic_cls(topic=t, partitions=ps) for t, ps in topics.items()],
                 forgotten_topics_data=[], rack_id="", min_version=4, max_version=12)  # 13+ names topics by id
-        manager = self._connection_manager()
-        timeout_ms = self._timeout_ms + max_wait_ms  # the broker holds a Fetch up to max_wait_ms by design
-
-        async def fetch() -> list[Any]:
-            sent = [manager.send(r, node_id=leader, request_timeout_ms=timeout_ms) for leader, r in requests.items()]
-            answers: list[Any] = []
-            for future in sent:  # all in flight at once; their answers in turn
+        # the broker holds a Fetch up to max_wait_ms by design
+        deadline = time.monotonic() + (self._timeout_ms + max_wait_ms) / 1000
+        sent: list[tuple[FetchConnection, int] | Exception] = []
+        with self._fetch_lock:
+            for leader, request in requests.items():  # all in flight at once; their answers read in turn
                 try:
-                    answers.append(await future)
-                except Exception as exc:  # noqa: BLE001 - returned, raised below with the leader named
-                    answers.append(exc)
-            return answers
+                    connection = self._fetch_connection(leader)
+                    sent.append((connection, connection.send(request)))
+                except kafka.errors.KafkaError as exc:  # raised by fetch_answers, the leader named
+                    sent.append(exc)
+        return PendingFetch(list(requests), sent, deadline)
 
-        return PendingFetch(list(requests), self._start(fetch, limit_s=timeout_ms / 1000 + ANSWER_MARGIN_S))
+    def _fetch_connection(self, node_id: int) -> FetchConnection:
+        """The open Fetch connection to broker `node_id`, opened now if there is none (or its SASL session is
+        near its end); NodeNotReadyError while a failed broker is backed off (RECONNECT_BACKOFF_MAX_MS at most)."""
+        import kafka.errors
+
+        connection = self._fetch_connections.get(node_id)
+        if connection is not None and not connection.closed and (
+                connection.renew_at is None or time.monotonic() < connection.renew_at):
+            return connection
+        if connection is not None:
+            connection.close()
+            del self._fetch_connections[node_id]
+        failures, retry_at = self._fetch_failures.get(node_id, (0, 0.0))
+        if time.monotonic() < retry_at:
+            raise kafka.errors.NodeNotReadyError(node_id)
+        manager = self._connection_manager()
+        broker = manager.cluster.broker_metadata(node_id)
+        if broker is None:
+            raise kafka.errors.UnknownBrokerIdError(node_id)
+        try:
+            connection = FetchConnection(node_id, broker.host, broker.port, manager.config,
+                                         manager.broker_version_data, timeout_s=self._timeout_ms / 1000)
+        except kafka.errors.KafkaError:
+            backoff_s = min(RECONNECT_BACKOFF_MAX_MS, 50 * 2 ** failures) / 1000
+            self._fetch_failures[node_id] = (failures + 1, time.monotonic() + backoff_s)
+            raise
+        self._fetch_failures.pop(node_id, None)
+        self._fetch_connections[node_id] = connection
+        return connection
 
     def fetch_answers(self, pending: PendingFetch) -> dict[tuple[str, int], Any]:
         """The answers to fetch_start's requests (waiting for them), as fetch_many returns them."""
         import kafka.errors
 
-        try:
-            got = pending.call.result()
-        except kafka.errors.KafkaTimeoutError as exc:
-            raise KafkaUnavailableError(f"fetching from brokers {sorted(pending.leaders)}: {exc}",
-                                        retriable=True) from exc
         out: dict[tuple[str, int], Any] = {}
-        for leader, answer in zip(pending.leaders, got, strict=True):
+        for leader, sent in zip(pending.leaders, pending.sent, strict=True):
+            if isinstance(sent, Exception):
+                answer: Any = sent
+            else:
+                connection, correlation_id = sent
+                try:
+                    with self._fetch_lock:
+                        if connection.closed:
+                            raise kafka.errors.KafkaConnectionError(f"connection to broker {leader} closed")
+                        answer = connection.receive(correlation_id, pending.deadline)
+                except kafka.errors.KafkaError as exc:
+                    answer = exc
             if isinstance(answer, BaseException):
-                if not isinstance(answer, kafka.errors.KafkaError):
-                    raise answer
                 raise KafkaUnavailableError(f"fetching from broker {leader}: {type(answer).__name__}: {answer}",
                                             retriable=True) from answer
             for t in answer.responses:
@@ -508,6 +548,10 @@ class BrokerInfo:
         self._client()
 
     def close(self) -> None:
+        for connection in list(self._fetch_connections.values()):  # not under the lock: wakes a reader holding it
+            connection.close()
+        with self._fetch_lock:
+            self._fetch_connections.clear()
         if self._admin is not None:
             self._admin.close()  # closes the connection manager and stops its I/O thread
             self._admin = self._connections = None
