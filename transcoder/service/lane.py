@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -28,9 +29,9 @@ from confluent_kafka import (
 
 from transcoder.config import Config
 from transcoder.errors import TopicError, TranscoderError
+from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.clients import client_config, start_threads
-from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.fetcher import Fetcher, SourceLoss
 from transcoder.kafka.statistics import consumer_lag, stable_offsets
 from transcoder.kafka.topic_ids import GONE, TopicIds
@@ -41,6 +42,7 @@ from transcoder.metrics.registry import LaneMetrics
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
+from transcoder.service.checkpoint import AtLeastOnce, Checkpoint, ExactlyOnce
 from transcoder.service.scoring import Scorer
 
 log = structlog.get_logger("transcoder.lane")
@@ -98,13 +100,52 @@ def transactional_id(group_id: str, partitions: Iterable[Partition]) -> str:
     return f"transcoder-{group_id}-{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
 
 
+@dataclass(frozen=True)
+class LaneClients:
+    """A lane's Kafka clients: built by `lane_clients`, or fakes handed in by a unit test."""
+
+    writer: Writer
+    consumer: Consumer
+    #: the sources' topic ids (a topic deleted and recreated: a new id)
+    topic_ids: TopicIds
+    #: the partitions' ends, asked of the broker each statistics emission
+    ends: EndOffsets
+    #: record sets: the raw Fetches; None: records are consumed through librdkafka
+    fetcher: Fetcher | None
+
+
+def lane_clients(spec: LaneSpec, config: Config, metrics: LaneMetrics, threads: ThreadLedger,
+                 consumer_conf: dict[str, Any]) -> LaneClients:
+    """A lane's clients, each thread they start counted as the lane's (ThreadLedger)."""
+    writer = Writer(config, spec.name, spec.targets, metrics, batched=config.batched,
+                    create=lambda part, make, start: threads.create((spec.name, part), make, start))
+    topic_ids = TopicIds(config.cluster.librdkafka(), f"transcoder-{spec.name}-ids",
+                         lambda make: threads.create((spec.name, "consume"), make))
+    consumer = threads.create((spec.name, "consume"), lambda: Consumer(consumer_conf), start_threads)
+    ends = EndOffsets(config.cluster.librdkafka(), f"transcoder-{spec.name}-ends",
+                      lambda make: threads.create((spec.name, "consume"), make))
+    # the Fetcher's I/O thread (socket reads) counts as the lane's consuming, as librdkafka's consumer threads do on
+    # the records path
+    fetcher: Fetcher | None = threads.create(  # type: ignore[assignment]
+        (spec.name, "consume"), lambda: Fetcher(
+            config.cluster.librdkafka(), f"transcoder-{spec.name}-fetch",
+            reset=config.start if isinstance(config.start, str) else "earliest", max_wait_ms=FETCH_WAIT_MS,
+            past_loss=config.on_source_loss == "continue"),
+        lambda f: f.connect()) if config.batched else None  # type: ignore[attr-defined]
+    return LaneClients(writer, consumer, topic_ids, ends, fetcher)
+
+
 class Lane:
+    """One consumer group's copy: the loop, the group's rebalances, backpressure and source changes. What may be
+    committed, and in which order, is its checkpoint's (`checkpoint`: at-least-once or exactly-once); its Kafka
+    clients are `LaneClients` (fakes in its unit tests)."""
+
     def __init__(self, spec: LaneSpec, config: Config, metrics: LaneMetrics,
                  end_offsets: dict[Partition, tuple[int, int]] | None = None,
                  threads: ThreadLedger | None = None, scorer: Scorer | None = None,
                  destination_partitions: dict[str, int] | None = None,
                  extend_destination: Callable[[str, int], None] | None = None,
-                 own_destinations: set[str] | None = None) -> None:
+                 own_destinations: set[str] | None = None, clients: LaneClients | None = None) -> None:
         self.spec = spec
         #: destination topic -> its partition count (pre-flight's): a source partition at or past it cannot be copied
         self.destination_partitions = dict(destination_partitions or {})
@@ -118,23 +159,22 @@ class Lane:
         self.end_offsets = end_offsets
         self._revoke_error: BaseException | None = None
         self._stop = threading.Event()  # run()'s
-        self._committed_ts: dict[Partition, int] = {}
         self.threads = threads or ThreadLedger()
         #: hot_path batches (the default): the lane reads raw record sets (Fetcher) and writes batches built from
         #: them, with no Python per record; the consumer only keeps the group (its partitions stay paused) and
         #: commits. Otherwise records are consumed and produced one by one through librdkafka.
         self._batched = config.batched
-        self.writer = Writer(config, spec.name, spec.targets, metrics, batched=self._batched,
-                             create=lambda part, make, start: self.threads.create((spec.name, part), make, start))
+        conf = {**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}
+        clients = clients or lane_clients(spec, config, metrics, self.threads, conf)
+        self.writer = clients.writer
         self.ledger = self.writer.ledger
         self.status = LaneStatus(name=spec.name, group_id=spec.group_id, acked=self.writer.acked_total,
-                                 destinations={d: (s, self.writer.codec_of[d]) for d, s in self.writer.source_of.items()})
-        conf = {**consumer_config(config, spec), "stats_cb": self._on_consumer_stats}
+                                 destinations={d: (s, self.writer.codec_of[d])
+                                               for d, s in self.writer.source_of.items()})
         self._error_trackers = [conf["error_cb"], *self.writer.error_trackers]
         #: the sources' topic ids (a topic deleted and recreated: a new id, _check_topic_ids), asked on assignment, at
         #: each metadata refresh interval, and at once where a Fetch or the consumer finds a topic unknown
-        self._topic_ids = TopicIds(config.cluster.librdkafka(), f"transcoder-{spec.name}-ids",
-                                   lambda make: self.threads.create((spec.name, "consume"), make))
+        self._topic_ids = clients.topic_ids
         self._source_ids: dict[str, str] = {}
         self._ids_every = int(conf.get("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)) / 1000
         self._ids_due = 0.0
@@ -142,29 +182,19 @@ class Lane:
         #: once released, where the lane was in it
         self._max_end: dict[Partition, int] = {}
         self._released_at: dict[Partition, int] = {}
-        #: partitions of a recreated topic under on_source_loss: stop: nothing of them is committed
-        self._recreated: set[Partition] = set()
         #: partitions of a source found deleted: not read (by name: a topic recreated meanwhile would be read from
         #: the old one's position) until its id is known again
         self._gone: set[Partition] = set()
-        self.consumer = self.threads.create((spec.name, "consume"), lambda: Consumer(conf), start_threads)
+        self.consumer = clients.consumer
         #: readiness: (records read + acknowledged, when that last changed); see _check_progress
         self._progress = (0, time.monotonic())
         self._stall_s = max(STALL_S, 2 * max(t.destination.batch.linger_ms for t in spec.targets) / 1000)
         self._assigned: set[Partition] = set()
-        self._last_committed: dict[Partition, int] = {}
         self._paused = False
         #: the partitions' ends, asked of the broker each statistics emission (librdkafka's learns them from fetches)
-        self._ends = EndOffsets(config.cluster.librdkafka(), f"transcoder-{spec.name}-ends",
-                                lambda make: self.threads.create((spec.name, "consume"), make))
-        #: batched: the raw Fetches; its I/O thread (socket reads) counts as the lane's consuming, as librdkafka's
-        #: consumer threads do on the records path
-        self.fetcher: Fetcher | None = self.threads.create(  # type: ignore[assignment]
-            (spec.name, "consume"), lambda: Fetcher(
-                config.cluster.librdkafka(), f"transcoder-{spec.name}-fetch",
-                reset=config.start if isinstance(config.start, str) else "earliest", max_wait_ms=FETCH_WAIT_MS,
-                past_loss=config.on_source_loss == "continue"),
-            lambda f: f.connect()) if self._batched else None  # type: ignore[attr-defined]
+        self._ends = clients.ends
+        #: batched: the raw Fetches
+        self.fetcher = clients.fetcher
         #: batched: each partition's read_committed end as the last Fetch answered
         self._fetched_ends: dict[Partition, int] = {}
         #: batched: records fetched and not yet handed to the writer (no room under max_in_flight_bytes for them
@@ -175,14 +205,6 @@ class Lane:
         self._loss_error: TranscoderError | None = None
         self._closed = False
         self._eos = config.guarantee == "exactly-once"
-        #: exactly-once: per partition never committed, the first offset read (where an aborted transaction rewinds to)
-        self._txn_first: dict[Partition, int] = {}
-        self._txn_failed = False
-        #: exactly-once: partitions whose read positions are past records of an aborted transaction that were not
-        #: rewound (their partitions were leaving: a revoke, the shutdown). Never committed: the next owner, or the
-        #: next run, reads them again from the last commit. A commit after the abort (the revoke of close(), after
-        #: the shutdown's abort) would otherwise commit those positions, and the aborted records were lost.
-        self._abandoned: set[Partition] = set()
         #: exactly-once on record sets: since when the lane waits for its transaction's batches to be acknowledged
         #: before committing it (it hands the writer nothing new meanwhile); None: not waiting
         self._draining_since: float | None = None
@@ -199,6 +221,13 @@ class Lane:
                               max(TXN_MIN_BYTES, int(SLOWEST_CODEC_BYTES_PER_S * self._drain_limit_s / 2)))
         self._drain_from = 0  # bytes in flight when the current drain began
         self._down_since = 0.0
+        #: what may be committed and in which order (one variant per guarantee); where each partition's commit stands
+        self.checkpoint: Checkpoint = ExactlyOnce(
+            spec.name, self.writer, self.consumer, self.status, config.shutdown_timeout_s, self._positions,
+            group_id=spec.group_id, transactional_id=lambda tps: transactional_id(spec.group_id, tps),
+            rewind=self._rewind, waiting=self._waiting_on_kafka, drained=self._drain if self._batched else None,
+            drain_limit_s=self._drain_limit_s) if self._eos else AtLeastOnce(
+            spec.name, self.writer, self.consumer, self.status, config.shutdown_timeout_s, self._positions)
         #: live scoring's capture (evaluate: in the config); None: off, and the loop does not look further
         self.sampler = scorer.sampler({d: (s, self.writer.target_of[d].destination)
                                        for d, s in self.writer.source_of.items()}, time.monotonic()) \
@@ -208,12 +237,13 @@ class Lane:
     def _on_consumer_stats(self, raw: str) -> None:
         now_ms = time.time() * 1000
         stats = json.loads(raw)
+        committed = self.checkpoint.committed
         if self._batched:  # the consumer never fetches: the ends are the fetcher's and the broker's
-            lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in self._fetched_ends.items()
-                    if tp in self._last_committed and tp in self._assigned}
+            lags = {tp: max(0, end - committed[tp]) for tp, end in self._fetched_ends.items()
+                    if tp in committed and tp in self._assigned}
         elif self._eos:  # the offsets are committed in transactions, which the consumer's own figure does not see
-            lags = {tp: max(0, end - self._last_committed[tp]) for tp, end in stable_offsets(stats).items()
-                    if tp in self._last_committed}
+            lags = {tp: max(0, end - committed[tp]) for tp, end in stable_offsets(stats).items()
+                    if tp in committed}
         else:
             lags = consumer_lag(stats)
         # librdkafka learns a partition's end from its fetches, which stop while the lane is paused or its prefetch
@@ -222,10 +252,10 @@ class Lane:
         for tp, end in self._ends.known.items():
             if tp in self._assigned:
                 self._max_end[tp] = max(self._max_end.get(tp, -1), end)
-            if tp in self._last_committed and tp in self._assigned:
-                lags[tp] = max(lags.get(tp, 0), end - self._last_committed[tp])
+            if tp in committed and tp in self._assigned:
+                lags[tp] = max(lags.get(tp, 0), end - committed[tp])
         for (topic, partition), lag in lags.items():
-            ts = self._committed_ts.get((topic, partition))
+            ts = self.checkpoint.committed_ts.get((topic, partition))
             seconds = 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000)
             self._set_lag((topic, partition), lag, seconds)
 
@@ -256,10 +286,9 @@ class Lane:
             return
         self._check_destination_partitions(consumer, tps)
         recreated = self._check_topic_ids(self._topic_ids.now({t for t, _ in tps}), assigning=tps)
-        if self._eos:
-            # First: taking the transactional id aborts what an earlier holder of it left open (its offsets among
-            # it), instead of waiting for the broker to time that transaction out.
-            self._begin_transactions()
+        # exactly-once, first: taking the transactional id aborts what an earlier holder of it left open (its offsets
+        # among it), instead of waiting for the broker to time that transaction out.
+        self.checkpoint.begin(self._assigned)
         # What the group already committed counts as done: a partition fully copied by an
         # earlier run is caught up without a record of this run.
         committed = self._committed(consumer, partitions)
@@ -271,7 +300,7 @@ class Lane:
                          else p for p in committed]
         for p in committed:
             if p.offset >= 0:
-                self._last_committed[(p.topic, p.partition)] = p.offset
+                self.checkpoint.committed[(p.topic, p.partition)] = p.offset
         if self.fetcher is not None:
             starts: dict[Partition, int | str | None] = {
                 (p.topic, p.partition): p.offset if p.offset >= 0 else "earliest" if p.offset == OFFSET_BEGINNING
@@ -282,7 +311,7 @@ class Lane:
             self.fetcher.assign(starts)
             if self._paused:
                 self.fetcher.paused.update(tps)
-            self.fetcher.paused.update(self._recreated.intersection(tps))
+            self.fetcher.paused.update(self.checkpoint.withheld.intersection(tps))
             # librdkafka never fetches them: the fetcher does. Assigned here (confluent-kafka then skips its own
             # assignment) so that the pause lands on the assigned partitions; exactly-once rebalances eagerly, where
             # each assignment is whole.
@@ -301,7 +330,7 @@ class Lane:
             # librdkafka keeps a partition's pause across assignments: one paused by backpressure before it was
             # lost would stay paused for good once assigned again. It follows the lane's state instead.
             (consumer.pause if self._paused else consumer.resume)(partitions)
-            stopped = [p for p in partitions if (p.topic, p.partition) in self._recreated]
+            stopped = [p for p in partitions if (p.topic, p.partition) in self.checkpoint.withheld]
             if stopped:
                 consumer.pause(stopped)
         self.status.assigned = sorted(self._assigned)
@@ -342,7 +371,7 @@ class Lane:
         exactly-once: offsets committed in a transaction still open are unstable until it ends; librdkafka waits
         for them (KIP-447), and so does this call. Another member's transaction ends when it commits, or when the
         broker times it out (transaction_timeout_ms). One of this lane's own transactional id was aborted by
-        `_begin_transactions`; one pending with no transaction left (a broker killed at the wrong moment) ends
+        `Checkpoint.begin`; one pending with no transaction left (a broker killed at the wrong moment) ends
         only with a marker of this producer id: after the first read that fails, `release_group_offsets`."""
         parts = show((p.topic, p.partition) for p in partitions)
         released = not self._eos
@@ -374,14 +403,6 @@ class Lane:
                             note="an aborted transaction of the group's offsets only: it ends any this producer id "
                                  "left pending")
 
-    def _begin_transactions(self) -> None:
-        """exactly-once: the transactional producer of this assignment. Its id is the lane's and the partitions':
-        an instance restarted (or any other) with the same partitions fences this one's open transaction."""
-        tid = transactional_id(self.spec.group_id, self._assigned)
-        self.writer.begin_transactions(tid, self.config.shutdown_timeout_s, self.spec.group_id)
-        self._txn_first.clear()
-        log.info("transactions_begun", lane=self.spec.name, transactional_id=tid, partitions=show(sorted(self._assigned)))
-
     def _start_time_offsets(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Partition, int]:
         """Where partitions this group never committed start: the first offset at the configured time
         (OFFSET_END, -1: no record since)."""
@@ -409,11 +430,7 @@ class Lane:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
         try:
-            if self._eos:
-                self._commit_transaction(self._assigned, rewind=False)
-            else:
-                self.writer.drain(self.config.shutdown_timeout_s)
-                self._commit(tps)
+            self.checkpoint.revoke(tps, self._assigned)
         except BaseException as exc:  # noqa: BLE001 - raised again from the loop, never lost inside librdkafka
             self._revoke_error = exc
         self._release(tps)
@@ -421,11 +438,10 @@ class Lane:
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
-        if self._eos and self.writer.producers:
-            try:  # another member owns them now: what this transaction holds must not be committed
-                self.writer.abort_transaction(self.config.shutdown_timeout_s)
-            except BaseException as exc:  # noqa: BLE001 - raised again from the loop
-                self._revoke_error = exc
+        try:  # another member owns them now: what a transaction holds must not be committed
+            self.checkpoint.lost()
+        except BaseException as exc:  # noqa: BLE001 - raised again from the loop
+            self._revoke_error = exc
         self._release(tps)  # another member owns them now: nothing may be committed for them
         log.warning("partitions_lost", lane=self.spec.name, partitions=show(tps))
 
@@ -444,9 +460,7 @@ class Lane:
         self._draining_since = None  # a transaction waiting to commit went with them (committed or aborted)
         self._assigned.difference_update(tps)
         self._ends.forget(tps)
-        for tp in tps:
-            self._last_committed.pop(tp, None)
-            self._abandoned.discard(tp)
+        self.checkpoint.forget(tps)
         self.status.assigned = sorted(self._assigned)
 
     # ------------------------------------------------------------------ the loop
@@ -587,11 +601,12 @@ class Lane:
         now = time.monotonic()
         for tp, f in fetched.items():
             self._fetched_ends[tp] = f.end
-            self._max_end[tp] = max(self._max_end.get(tp, -1), f.end)  # the broker's answers between Fetches (_ends) count too, at each emission
+            # the broker's answers between Fetches (_ends) count too, at each emission
+            self._max_end[tp] = max(self._max_end.get(tp, -1), f.end)
             if len(f.records):
                 self._pending[tp] = (f.records, 0)
-                if self._eos and tp not in self._last_committed and tp not in self._txn_first:
-                    self._txn_first[tp] = int(f.records.span(0, 1)[0])
+                if self.checkpoint.unstarted(tp):
+                    self.checkpoint.started(tp, int(f.records.span(0, 1)[0]))
         for tp, (records, start) in list(self._pending.items()):
             room = self._room()
             if room <= 0 or draining:
@@ -616,12 +631,12 @@ class Lane:
             msgs = [m for m in msgs if m not in reset]
             for m in reset:
                 self._reset_error(m)
-        if self._eos and len(self._txn_first) + len(self._last_committed) < len(self._assigned):
-            first = self._txn_first
+        checkpoint = self.checkpoint
+        if checkpoint.rewinds and len(checkpoint.first_read) + len(checkpoint.committed) < len(self._assigned):
             for m in msgs:
                 tp = (m.topic(), m.partition())
-                if tp not in first and tp not in self._last_committed and m.error() is None:
-                    first[tp] = m.offset()
+                if m.error() is None and checkpoint.unstarted(tp):
+                    checkpoint.started(tp, m.offset())
         n, nbytes = self.writer.write(msgs, self._consumer_error)
         if self.sampler is not None and self.sampler.capturing:  # live scoring: a window is open
             self.sampler.offer(msgs)
@@ -701,7 +716,7 @@ class Lane:
         else:
             at = self.ledger.next_offset.get(tp)
         if at is None:
-            at = self._last_committed.get(tp)
+            at = self.checkpoint.committed.get(tp)
         return at
 
     def _watch_topic_ids(self, now: float) -> None:
@@ -757,7 +772,7 @@ class Lane:
                 self._source_lost(loss)
                 lost.add(tp)
                 if self.config.on_source_loss == "stop":
-                    self._recreated.add(tp)
+                    self.checkpoint.withheld.add(tp)
                     if self.fetcher is not None:
                         self.fetcher.paused.add(tp)
                     elif tp in self._assigned:
@@ -790,7 +805,7 @@ class Lane:
                                              new_topic_id=self._source_ids.get(tp[0], "(unknown)"), by_map=True))
                 lost.add(tp)
                 if self.config.on_source_loss == "stop":
-                    self._recreated.add(tp)
+                    self.checkpoint.withheld.add(tp)
                 break
         return lost
 
@@ -814,8 +829,7 @@ class Lane:
         if not self._eos:
             self.writer.drain(self.config.shutdown_timeout_s)
         self.ledger.forget([tp])
-        self._last_committed.pop(tp, None)
-        self._txn_first.pop(tp, None)
+        self.checkpoint.restart(tp)
         if self.fetcher is not None:
             self._pending.pop(tp, None)
             self.fetcher.assign({tp: "earliest"})
@@ -893,60 +907,6 @@ class Lane:
             self.writer.poll(0.05)
 
     # ------------------------------------------------------------------ commits
-    def _commit_transaction(self, tps: Iterable[Partition], *, rewind: bool = True) -> None:
-        """exactly-once: commit the open transaction with the consumer's positions; when Kafka makes it abort
-        (a broker outage longer than transaction.timeout.ms, a coordinator move), abort it and read again
-        from the last commit (`rewind`), or leave that to the partitions' next owner."""
-        if not self.writer.producers or self._txn_failed:
-            return  # nothing assigned yet, or the lane failed: its open transaction is aborted
-        if self._batched and rewind:
-            drained = self._drain()
-            if drained is None:
-                return  # the loop goes on (polling, readiness) and commits once the batches are acknowledged
-            if not drained:
-                self._abort_transaction(list(tps), f"its batches were not acknowledged within {self._drain_limit_s:g} s"
-                                        " (half of transaction_timeout_ms)" if not self.writer.transaction_doomed()
-                                        else "a batch failed in it")
-                return
-        tps = list(tps)
-        if self.fetcher is not None:
-            positions = {tp: self._read_position(tp) for tp in tps}
-        else:
-            positions = {(p.topic, p.partition): p.offset
-                         for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
-        offsets = [TopicPartition(t, p, off) for (t, p), off in positions.items()
-                   if off is not None and off >= 0 and off > self._last_committed.get((t, p), -1)
-                   and (t, p) not in self._abandoned and (t, p) not in self._recreated]
-        if not offsets:
-            return
-        timeout = self.config.shutdown_timeout_s
-        try:
-            self.writer.commit_transaction(offsets, self.consumer.consumer_group_metadata(), timeout,
-                                           retrying=self._waiting_on_kafka)
-        except KafkaException as exc:
-            self._abort_transaction(tps, exc.args[0].str(), rewind=rewind)
-            return
-        self.writer.flush_acked()
-        for p in offsets:
-            tp = (p.topic, p.partition)
-            self._last_committed[tp] = p.offset
-            self._txn_first.pop(tp, None)
-            acked = [self.writer.acked_ts.get((d, p.partition)) for d in self.ledger.destinations_of.get(p.topic, ())]
-            if acked and None not in acked:
-                self._committed_ts[tp] = min(acked)  # type: ignore[type-var]
-        self.status.committed = dict(self._last_committed)
-
-    def _abort_transaction(self, tps: list[Partition], why: str, *, rewind: bool = True) -> None:
-        """Abort the open transaction (Kafka's reason, or the lane's) and read `tps` again from the last commit;
-        without `rewind` (they are leaving) nothing read of them since the last commit is ever committed."""
-        log.warning("transaction_aborted", lane=self.spec.name, error=why, transactional_id=self.writer.transactional_id,
-                    note="its records are read and written again from the last commit")
-        if not rewind:
-            self._abandoned.update(tps)
-        self.writer.abort_transaction(self.config.shutdown_timeout_s, retrying=self._waiting_on_kafka)
-        if rewind:
-            self._rewind(tps)
-
     def _waiting_on_kafka(self, why: str) -> None:
         """A transaction call asked again (the coordinator unreachable: a broker outage): the loop waits in it, not
         stuck. Readiness says why (503) until the lane copies again; liveness sees the loop turn."""
@@ -957,8 +917,8 @@ class Lane:
     def _drain(self) -> bool | None:
         """exactly-once on record sets, from the loop: True once the open transaction's batches are all
         acknowledged (the open ones sent first); False when it cannot commit (a batch failed in it, or they were
-        not acknowledged within half of transaction_timeout_ms); None meanwhile. Meanwhile the lane's loop keeps turning (the
-        group's callbacks, readiness) instead of blocking in a flush, and hands the writer nothing new."""
+        not acknowledged within half of transaction_timeout_ms); None meanwhile. Meanwhile the lane's loop keeps
+        turning (the group's callbacks, readiness) instead of blocking in a flush, and hands the writer nothing new."""
         now = time.monotonic()
         if self._draining_since is None:
             self.writer.tick(now, flush=True)
@@ -996,7 +956,7 @@ class Lane:
     def _rewind(self, tps: list[Partition]) -> None:
         """Seek each partition back to its last commit (or where this assignment began reading)."""
         for t, p in tps:
-            off = self._last_committed.get((t, p), self._txn_first.get((t, p)))
+            off = self.checkpoint.rewind_offset((t, p))
             if self.fetcher is not None:
                 self._pending.pop((t, p), None)
                 if off is not None:
@@ -1009,56 +969,23 @@ class Lane:
         log.info("partitions_rewound", lane=self.spec.name, partitions=show(tps))
 
     def _commit(self, tps: Iterable[Partition]) -> None:
-        if self._eos:
-            self._commit_transaction(tps)
-            return
-        self.writer.flush_acked()
-        self.status.dead_lettered = self.writer.dead_lettered
-        tps = list(tps)
-        if not tps:
-            return
+        """From the loop: commit what may be committed of `tps` (the checkpoint's order, per guarantee)."""
+        self.checkpoint.commit(tps)
+
+    def _positions(self, tps: list[Partition]) -> dict[Partition, int | None]:
+        """Where the lane has read in partitions it holds: the next offset it would hand the writer (record sets),
+        or the consumer's position (records)."""
         if self.fetcher is not None:
-            positions = {tp: self._read_position(tp) for tp in tps}
-        else:
-            positions = {(p.topic, p.partition): p.offset
-                         for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])}
-        offsets = []
-        for tp in tps:
-            if tp in self._recreated:  # the old topic's position is no offset of the new one
-                continue
-            pos = positions.get(tp)
-            off = self.ledger.committable(tp, pos if pos is not None and pos >= 0 else None)
-            if off is not None and off > self._last_committed.get(tp, -1):
-                offsets.append(TopicPartition(tp[0], tp[1], off))
-        if not offsets:
-            return
-        if not self.writer.flush_map(min(10.0, self.config.shutdown_timeout_s)):
-            log.warning("commit_deferred", lane=self.spec.name, reason="offset map not acknowledged yet",
-                        topic=self.config.offset_map_topic)
-            return
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            err = exc.args[0]
-            if err.fatal():
-                raise
-            # A rebalance in progress or a coordinator move: the next commit covers these offsets.
-            log.warning("commit_failed", lane=self.spec.name, error=err.str())
-            return
-        for p in offsets:
-            tp = (p.topic, p.partition)
-            self._last_committed[tp] = p.offset
-            acked = [self.writer.acked_ts.get((d, p.partition)) for d in self.ledger.destinations_of.get(p.topic, ())]
-            if acked and None not in acked:
-                self._committed_ts[tp] = min(acked)  # type: ignore[type-var]
-        self.status.committed = dict(self._last_committed)
+            return {tp: self._read_position(tp) for tp in tps}
+        return {(p.topic, p.partition): p.offset
+                for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
 
     def _final_figures(self) -> None:
         """Before closing: one more statistics emission (the last batches), and lag from the watermarks."""
         self.writer.final_statistics()
         now_ms = time.time() * 1000
         for tp in sorted(self._assigned):
-            committed = self._last_committed.get(tp)
+            committed = self.checkpoint.committed.get(tp)
             if committed is None:
                 continue
             try:
@@ -1066,14 +993,14 @@ class Lane:
             except KafkaException:
                 continue
             lag = max(0, high - committed)
-            ts = self._committed_ts.get(tp)
+            ts = self.checkpoint.committed_ts.get(tp)
             self._set_lag(tp, lag, 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000))
 
     def _caught_up(self) -> bool:
         if not self.end_offsets:
             return False
         for tp, (low, high) in self.end_offsets.items():
-            if high > low and self._last_committed.get(tp, -1) < high and not self._nothing_to_copy(tp, high):
+            if high > low and self.checkpoint.committed.get(tp, -1) < high and not self._nothing_to_copy(tp, high):
                 return False
         return True
 
@@ -1100,21 +1027,7 @@ class Lane:
         if self._closed:
             return
         try:
-            if self._eos:
-                if failed:
-                    self._txn_failed = True  # nothing more is committed, not even by the revoke of close()
-                    if self.writer.producers:
-                        self.writer.abort_transaction(self.config.shutdown_timeout_s)
-                else:
-                    self._commit_transaction(self._assigned, rewind=False)
-            else:
-                if not failed:
-                    self.writer.drain(self.config.shutdown_timeout_s)
-                else:
-                    self.writer.tick(time.monotonic(), flush=True)
-                    for p in self.writer.producers:
-                        p.flush(self.config.shutdown_timeout_s)
-                self._commit(self._assigned)
+            self.checkpoint.close(self._assigned, failed=failed)
             self._final_figures()
         except TranscoderError:
             if not failed:

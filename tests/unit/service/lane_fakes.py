@@ -1,0 +1,315 @@
+"""Fakes of a lane's clients for its unit tests: a scripted consumer, a writer on the real Ledger, a fetcher.
+
+The consumer plays a script, one step per consume() (records path) or poll() (record sets) call; a step may call
+the rebalance callbacks, acknowledge records, and (records path) hand back records. Once the script is over, the
+lane's stop event is set. Every commit the consumer is asked for is checked against what the destination
+acknowledged at that moment.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
+
+from transcoder import config as config_module
+from transcoder.kafka.fetcher import Fetched
+from transcoder.metrics.registry import Metrics
+from transcoder.pipeline.ledger import Ledger
+from transcoder.pipeline.partitions import Partition
+from transcoder.pipeline.routes import plan
+from transcoder.service.lane import Lane, LaneClients
+
+P0, P1 = ("src", 0), ("src", 1)
+SIZE = 10  # each record's bytes
+
+
+class Record:
+    def __init__(self, tp: Partition, offset: int) -> None:
+        self._tp, self._offset = tp, offset
+
+    def topic(self) -> str:
+        return self._tp[0]
+
+    def partition(self) -> int:
+        return self._tp[1]
+
+    def offset(self) -> int:
+        return self._offset
+
+    def error(self) -> None:
+        return None
+
+
+def records(tp: Partition, offsets: range) -> list[Record]:
+    return [Record(tp, o) for o in offsets]
+
+
+class FakeWriter:
+    """What the lane uses of transcoder.kafka.writer.Writer; records are acknowledged only by `ack` (or a drain)."""
+
+    def __init__(self, destination: str, events: list[Any]) -> None:
+        self.events = events
+        self.dest = destination
+        self.ledger = Ledger({"src": (destination,)})
+        self.acked_total = {destination: 0}
+        self.codec_of = {destination: "zstd-3"}
+        self.source_of = {destination: "src"}
+        self.target_of: dict[str, Any] = {}
+        self.error_trackers: list[Any] = []
+        self.producers: list[Any] = []
+        self.acked_ts: dict[Partition, int] = {}
+        self.dead_lettered = 0
+        self.transactional_id: str | None = None
+        #: source partition -> the offset below which every record was acknowledged
+        self.acked_below: dict[Partition, int] = {}
+        self.commit_error: KafkaError | None = None
+        #: record sets: a batch of the open transaction failed
+        self.doomed = False
+
+    def write(self, msgs: list[Record], on_error: Callable[[Any], None]) -> tuple[int, int]:
+        for m in msgs:
+            tp = (m.topic(), m.partition())
+            self.ledger.sent({(self.dest, tp[1]): [(m.offset(), SIZE)]}, SIZE)
+            self.ledger.consumed({tp: m.offset()})
+        return len(msgs), SIZE * len(msgs)
+
+    def write_stored(self, tp: Partition, stored: StoredRecords, now: float, start: int = 0,
+                     stop: int | None = None) -> tuple[int, int]:
+        offsets = stored.offsets[start:stop]
+        self.ledger.sent({(self.dest, tp[1]): [(o, SIZE) for o in offsets]}, SIZE * len(offsets))
+        self.ledger.consumed({tp: offsets[-1]})
+        self.events.append(("handed", tp, offsets[0], offsets[-1]))
+        return len(offsets), SIZE * len(offsets)
+
+    def ack(self, tp: Partition, n: int | None = None) -> None:
+        """The destination acknowledges the oldest `n` records of `tp` in flight (all: None)."""
+        q = self.ledger.pending.get((self.dest, tp[1]), ())
+        for _ in range(len(q) if n is None else n):
+            offset = self.ledger.acked(self.dest, tp[1])
+            self.acked_below[tp] = offset + 1
+            self.acked_total[self.dest] += 1
+
+    def drain(self, timeout: float) -> None:
+        self.events.append("drain")
+        for tp in [("src", p) for _, p in list(self.ledger.pending)]:
+            self.ack(tp)
+
+    def poll(self, timeout: float) -> None: ...
+    def handle_failures(self) -> None: ...
+    def tick(self, now: float, flush: bool = False) -> None: ...
+    def flush_acked(self) -> None: ...
+    def flush_map(self, timeout: float) -> bool:
+        return True
+
+    def final_statistics(self) -> None: ...
+    def close(self, timeout: float) -> None: ...
+
+    def begin_transactions(self, transactional_id: str, timeout: float, group_id: str) -> None:
+        self.events.append("begin_transactions")
+        self.transactional_id = transactional_id
+        self.producers = [object()]
+
+    def commit_transaction(self, offsets: list[TopicPartition], group: Any, timeout: float, retrying: Any = None
+                           ) -> None:
+        if self.commit_error is not None:
+            self.events.append("commit_transaction_failed")
+            raise KafkaException(self.commit_error)
+        self.events.append(("commit_transaction", sorted((p.topic, p.partition, p.offset) for p in offsets)))
+
+    def transaction_doomed(self) -> bool:
+        return self.doomed
+
+    def abort_transaction(self, timeout: float, retrying: Any = None) -> None:
+        self.events.append("abort_transaction")
+        self.ledger.reset()
+
+
+class ScriptedConsumer:
+    """What the lane uses of confluent_kafka.Consumer. Each consume() call runs the next step of `script` (the
+    records it returns are delivered); once the script is over, `stop` is set."""
+
+    def __init__(self, writer: FakeWriter, events: list[Any], stop: threading.Event) -> None:
+        self.writer, self.events, self.stop = writer, events, stop
+        self.script: list[Callable[[ScriptedConsumer], list[Record] | None]] = []
+        self.assigned: set[Partition] = set()
+        self.next_offset: dict[Partition, int] = {}
+        self.group: dict[Partition, int] = {}
+        self.commit_errors: list[KafkaError] = []
+        self.callbacks: dict[str, Any] = {}
+        self._delivered = False
+
+    # the group
+    def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any, on_lost: Any) -> None:
+        self.callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
+
+    def rebalance(self, what: str, tps: list[Partition]) -> None:
+        self.events.append((what, sorted(tps)))
+        self.callbacks[what](self, [TopicPartition(t, p) for t, p in tps])
+        if what != "assign":
+            self.assigned.difference_update(tps)
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        return [TopicPartition(p.topic, p.partition, self.group.get((p.topic, p.partition), OFFSET_INVALID))
+                for p in partitions]
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        for p in partitions:
+            self.assigned.add((p.topic, p.partition))
+            self.next_offset[(p.topic, p.partition)] = max(p.offset, 0)
+
+    assign = incremental_assign
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.events.append(("pause", sorted((p.topic, p.partition) for p in partitions)))
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.events.append(("resume", sorted((p.topic, p.partition) for p in partitions)))
+
+    def seek(self, p: TopicPartition) -> None:
+        self.events.append(("seek", (p.topic, p.partition), p.offset))
+        self.next_offset[(p.topic, p.partition)] = p.offset
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(p.topic, p.partition, self.next_offset.get((p.topic, p.partition), OFFSET_INVALID))
+                for p in partitions]
+
+    def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        if self.commit_errors:
+            self.events.append("commit_refused")
+            raise KafkaException(self.commit_errors.pop(0))
+        for p in offsets:
+            tp = (p.topic, p.partition)
+            assert tp in self.assigned, f"{tp} committed while not assigned"
+            assert p.offset <= self.writer.acked_below.get(tp, 0), f"{tp} committed past an unacknowledged record"
+            self.group[tp] = p.offset
+        self.events.append(("commit", sorted((p.topic, p.partition, p.offset) for p in offsets)))
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+    def poll(self, timeout: float) -> None:
+        """Record sets: the group's callbacks only (the fetcher reads the records)."""
+        if not self.script:
+            self.stop.set()
+            return
+        self.script.pop(0)(self)
+
+    # the records
+    def consume(self, num_messages: int, timeout: float) -> list[Record]:
+        if self._delivered:  # the lane asks what arrived along with the records just delivered: nothing more
+            self._delivered = False
+            return []
+        if not self.script:
+            self.stop.set()
+            return []
+        got = self.script.pop(0)(self) or []
+        self._delivered = bool(got)
+        for m in got:
+            self.next_offset[(m.topic(), m.partition())] = m.offset() + 1
+        return got
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+        return 0, self.next_offset.get((tp.topic, tp.partition), 0)
+
+    def close(self) -> None:  # as librdkafka: what is still assigned is revoked
+        if self.assigned:
+            self.rebalance("revoke", sorted(self.assigned))
+
+
+class StoredRecords:
+    """What the lane uses of transcoder_native.StoredRecords: records of SIZE bytes each."""
+
+    def __init__(self, offsets: list[int]) -> None:
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def span(self, start: int, stop: int) -> tuple[int, int, int]:
+        return self.offsets[start], self.offsets[stop - 1], SIZE * (stop - start)
+
+    def fit(self, start: int, max_bytes: int) -> int:
+        """The index after the records from `start` that fit in `max_bytes` (at least one)."""
+        return min(len(self.offsets), start + max(1, max_bytes // SIZE))
+
+
+class FakeFetcher:
+    """What the lane uses of transcoder.kafka.fetcher.Fetcher; `log` holds the source's offsets (a step appends)."""
+
+    def __init__(self, events: list[Any]) -> None:
+        self.events = events
+        self.log: dict[Partition, list[int]] = {}
+        self.positions: dict[Partition, int] = {}
+        self.paused: set[Partition] = set()
+        self.unknown_topics: set[str] = set()
+
+    def assign(self, starts: dict[Partition, int | str | None]) -> None:
+        self.events.append(("fetch_from", dict(starts)))
+        for tp, off in starts.items():
+            self.positions[tp] = off if isinstance(off, int) else 0
+
+    def revoke(self, tps: list[Partition]) -> None:
+        for tp in tps:
+            self.positions.pop(tp, None)
+            self.paused.discard(tp)
+
+    def fetch(self, budget: int | None = None, skip: Any = ()) -> dict[Partition, Fetched]:
+        got = {}
+        for tp, pos in self.positions.items():
+            if tp in self.paused or tp in skip:
+                continue
+            offsets = [o for o in self.log.get(tp, []) if o >= pos]
+            if offsets:
+                got[tp] = Fetched(StoredRecords(offsets), end=offsets[-1] + 1)
+                self.positions[tp] = offsets[-1] + 1
+        return got
+
+    def take_losses(self) -> list[Any]:
+        return []
+
+    def close(self) -> None: ...
+
+
+class NoTopicIds:
+    def now(self, topics: Any) -> dict[str, str]:
+        return {}
+
+    def answers(self) -> dict[str, str]:
+        return {}
+
+    def ask(self, topics: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+class NoEnds:
+    def __init__(self) -> None:
+        self.known: dict[Partition, int] = {}
+
+    def refresh(self, tps: Any) -> None: ...
+    def forget(self, tps: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+def lane(**settings: Any) -> tuple[Lane, ScriptedConsumer, FakeWriter, list[Any], threading.Event]:
+    """A lane on the records path (unless `hot_path` says otherwise) copying topic src, its clients fakes."""
+    raw = {"cluster": {"bootstrap_servers": "k:9092"}, "hot_path": "records", "commit_interval_ms": 60_000,
+           "routes": [{"source": "src", "destinations": [{"codec": "zstd", "level": 3}]}], **settings}
+    conf = config_module.parse(raw, environ={})
+    spec = plan(conf, ["src"]).lanes[0]
+    events: list[Any] = []
+    stop = threading.Event()
+    writer = FakeWriter(spec.targets[0].topic_for("src"), events)
+    consumer = ScriptedConsumer(writer, events, stop)
+    fetcher = FakeFetcher(events) if conf.batched else None
+    the_lane = Lane(spec, conf, Metrics().lane(spec.name),
+                    clients=LaneClients(writer, consumer, NoTopicIds(), NoEnds(), fetcher))  # type: ignore[arg-type]
+    return the_lane, consumer, writer, events, stop
+
+
+def commits(events: list[Any]) -> list[list[tuple[str, int, int]]]:
+    return [e[1] for e in events if isinstance(e, tuple) and e[0] in ("commit", "commit_transaction")]
+
+

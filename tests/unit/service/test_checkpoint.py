@@ -1,0 +1,293 @@
+"""transcoder.service.checkpoint: the commit order per guarantee, what is (never) committed, abort and rewind.
+
+The writer and the consumer are fakes that write down what they are asked, in order; the ledger is the real one.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from transcoder.metrics.status import LaneStatus
+from transcoder.pipeline.ledger import Ledger
+from transcoder.pipeline.partitions import Partition
+from transcoder.service.checkpoint import AtLeastOnce, ExactlyOnce
+
+A0, A1 = ("src", 0), ("src", 1)
+
+
+class FakeWriter:
+    """The calls a checkpoint makes of transcoder.kafka.writer.Writer, written down in `calls`."""
+
+    def __init__(self, calls: list[Any]) -> None:
+        self.calls = calls
+        self.ledger = Ledger({"src": ("dst",)})
+        self.acked_ts: dict[Partition, int] = {}
+        self.dead_lettered = 0
+        self.producers: list[Any] = []
+        self.config = SimpleNamespace(offset_map_topic="_transcoder_offsets")
+        self.transactional_id: str | None = None
+        self.map_durable = True
+        self.commit_error: KafkaError | None = None
+        self.doomed = False
+
+    def send(self, partition: int, offsets: range) -> None:
+        """Records of src [partition] read and produced to dst [partition], unacknowledged."""
+        self.ledger.sent({("dst", partition): [(o, 10) for o in offsets]}, 10 * len(offsets))
+        self.ledger.consumed({("src", partition): offsets[-1]})
+
+    def ack(self, partition: int, n: int, ts: int = 1000) -> None:
+        for _ in range(n):
+            self.ledger.acked("dst", partition)
+        self.acked_ts[("dst", partition)] = ts
+
+    def flush_acked(self) -> None:
+        self.calls.append("flush_acked")
+
+    def flush_map(self, timeout: float) -> bool:
+        self.calls.append("flush_map")
+        return self.map_durable
+
+    def drain(self, timeout: float) -> None:
+        self.calls.append("drain")
+
+    def tick(self, now: float, flush: bool = False) -> None:
+        self.calls.append("tick")
+
+    def begin_transactions(self, transactional_id: str, timeout: float, group_id: str) -> None:
+        self.calls.append(("begin_transactions", transactional_id))
+        self.transactional_id = transactional_id
+        self.producers = [object()]
+
+    def commit_transaction(self, offsets: list[TopicPartition], group: Any, timeout: float,
+                           retrying: Any = None) -> None:
+        self.calls.append(("commit_transaction", sorted((p.topic, p.partition, p.offset) for p in offsets)))
+        if self.commit_error is not None:
+            raise KafkaException(self.commit_error)
+
+    def transaction_doomed(self) -> bool:
+        return self.doomed
+
+    def abort_transaction(self, timeout: float, retrying: Any = None) -> None:
+        self.calls.append("abort_transaction")
+        self.ledger.reset()
+
+
+class FakeConsumer:
+    def __init__(self, calls: list[Any]) -> None:
+        self.calls = calls
+        self.error: KafkaError | None = None
+
+    def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        self.calls.append(("commit", sorted((p.topic, p.partition, p.offset) for p in offsets)))
+        if self.error is not None:
+            raise KafkaException(self.error)
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+
+def _status() -> LaneStatus:
+    return LaneStatus(name="lane", group_id="g", destinations={"dst": ("src", "zstd")})
+
+
+def at_least_once(positions: dict[Partition, int | None] | None = None):
+    calls: list[Any] = []
+    writer, consumer = FakeWriter(calls), FakeConsumer(calls)
+    cp = AtLeastOnce("lane", writer, consumer, _status(), 5.0,  # type: ignore[arg-type]
+                     lambda tps: {tp: (positions or {}).get(tp) for tp in tps})
+    return cp, writer, consumer, calls
+
+
+def exactly_once(positions: dict[Partition, int | None], drained: list[bool | None] | None = None):
+    calls: list[Any] = []
+    writer, consumer = FakeWriter(calls), FakeConsumer(calls)
+    answers = list(drained or [])
+    cp = ExactlyOnce("lane", writer, consumer, _status(), 5.0,  # type: ignore[arg-type]
+                     lambda tps: {tp: positions.get(tp) for tp in tps}, group_id="g",
+                     transactional_id=lambda tps: f"tid-{len(tps)}",
+                     rewind=lambda tps: calls.append(("rewind", sorted(tps))),
+                     waiting=lambda why: calls.append(("waiting", why)),
+                     drained=(lambda: answers.pop(0)) if drained is not None else None, drain_limit_s=30.0)
+    return cp, writer, consumer, calls
+
+
+# ------------------------------------------------------------------ at-least-once
+def test_at_least_once_order_acknowledgements_then_map_then_consumer_commit():
+    cp, writer, _, calls = at_least_once({A0: 10})
+    writer.send(0, range(10))
+    writer.ack(0, 6, ts=1234)
+    cp.commit([A0])
+    assert calls == ["flush_acked", "flush_map", ("commit", [("src", 0, 6)])]
+    assert cp.committed == {A0: 6} and cp.status.committed == {A0: 6}
+    assert cp.committed_ts == {A0: 1234}
+
+
+def test_at_least_once_never_commits_past_an_unacknowledged_record_nor_again_what_it_committed():
+    cp, writer, _, calls = at_least_once({A0: 10})
+    writer.send(0, range(10))
+    cp.commit([A0])
+    assert calls[-1] == ("commit", [("src", 0, 0)])
+    calls.clear()
+    cp.commit([A0])  # nothing acknowledged since: nothing new to commit
+    assert calls == ["flush_acked"]
+    writer.ack(0, 10)
+    cp.commit([A0])
+    assert calls[-1] == ("commit", [("src", 0, 10)])
+
+
+def test_at_least_once_defers_the_commit_while_the_offset_map_is_not_durable():
+    cp, writer, _, calls = at_least_once({A0: 10})
+    writer.send(0, range(10))
+    writer.ack(0, 10)
+    writer.map_durable = False
+    cp.commit([A0])
+    assert calls == ["flush_acked", "flush_map"] and cp.committed == {}
+
+
+def test_at_least_once_a_failed_commit_is_left_to_the_next_and_a_fatal_one_raised():
+    cp, writer, consumer, _ = at_least_once({A0: 10})
+    writer.send(0, range(10))
+    writer.ack(0, 10)
+    consumer.error = KafkaError(KafkaError.REBALANCE_IN_PROGRESS)
+    cp.commit([A0])
+    assert cp.committed == {}
+    consumer.error = KafkaError(KafkaError._FATAL, "fenced", fatal=True)
+    with pytest.raises(KafkaException):
+        cp.commit([A0])
+    consumer.error = None
+    cp.commit([A0])
+    assert cp.committed == {A0: 10}
+
+
+def test_at_least_once_revoke_delivers_first_then_commits_only_the_revoked():
+    cp, writer, _, calls = at_least_once({A0: 5, A1: 5})
+    writer.send(0, range(5))
+    writer.send(1, range(5))
+    writer.ack(0, 5)
+    writer.ack(1, 5)
+    cp.revoke([A0], {A0, A1})
+    assert calls == ["drain", "flush_acked", "flush_map", ("commit", [("src", 0, 5)])]
+
+
+def test_at_least_once_a_withheld_partition_is_never_committed():
+    cp, writer, _, calls = at_least_once({A0: 5})
+    writer.send(0, range(5))
+    writer.ack(0, 5)
+    cp.withheld.add(A0)
+    cp.commit([A0])
+    assert cp.committed == {} and not any(isinstance(c, tuple) for c in calls)
+
+
+def test_at_least_once_close_after_a_failure_flushes_then_commits_what_was_acknowledged():
+    cp, writer, _, calls = at_least_once({A0: 5})
+    writer.send(0, range(5))
+    writer.ack(0, 3)
+    cp.close({A0}, failed=True)
+    assert calls == ["tick", "flush_acked", "flush_map", ("commit", [("src", 0, 3)])]
+
+
+# ------------------------------------------------------------------ exactly-once
+def test_exactly_once_order_drained_then_positions_in_the_transaction_then_acknowledgements():
+    cp, _, _, calls = exactly_once({A0: 10, A1: 4}, drained=[True])
+    cp.begin({A0, A1})
+    cp.commit([A0, A1])
+    assert calls == [("begin_transactions", "tid-2"),
+                     ("commit_transaction", [("src", 0, 10), ("src", 1, 4)]), "flush_acked"]
+    assert cp.committed == {A0: 10, A1: 4}
+
+
+def test_exactly_once_commits_nothing_while_the_batches_are_not_all_acknowledged():
+    cp, _, _, calls = exactly_once({A0: 10}, drained=[None, True])
+    cp.begin({A0})
+    cp.commit([A0])
+    assert cp.committed == {} and calls == [("begin_transactions", "tid-1")]
+    cp.commit([A0])
+    assert cp.committed == {A0: 10}
+
+
+def test_exactly_once_batches_that_cannot_be_acknowledged_abort_and_rewind_to_the_last_commit():
+    positions: dict[Partition, int | None] = {A0: 10, A1: 3}
+    cp, _, _, calls = exactly_once(positions, drained=[True, False])
+    cp.begin({A0, A1})
+    cp.started(A1, 0)
+    cp.commit([A0])
+    positions[A0] = 25
+    cp.commit([A0, A1])
+    assert calls[-2:] == ["abort_transaction", ("rewind", [A0, A1])]
+    assert (cp.rewind_offset(A0), cp.rewind_offset(A1)) == (10, 0)  # the last commit; the first offset read
+    assert cp.committed == {A0: 10}
+
+
+def test_exactly_once_kafka_aborting_the_commit_rewinds_and_commits_nothing():
+    cp, writer, _, calls = exactly_once({A0: 10})
+    cp.begin({A0})
+    writer.commit_error = KafkaError(KafkaError._TIMED_OUT, "not delivered", txn_requires_abort=True)
+    cp.commit([A0])
+    assert calls[-2:] == ["abort_transaction", ("rewind", [A0])]
+    assert cp.committed == {}
+
+
+def test_exactly_once_an_abort_during_a_revoke_abandons_the_partitions_instead_of_rewinding():
+    positions: dict[Partition, int | None] = {A0: 10}
+    cp, writer, _, calls = exactly_once(positions)
+    cp.begin({A0})
+    writer.commit_error = KafkaError(KafkaError._TIMED_OUT, "not delivered", txn_requires_abort=True)
+    cp.revoke([A0], {A0})
+    assert calls[-1] == "abort_transaction" and ("rewind", [A0]) not in calls
+    writer.commit_error = None
+    calls.clear()
+    cp.close({A0}, failed=False)  # the revoke of close(), after the abort: those positions are never committed
+    assert calls == [] and cp.committed == {}
+    cp.forget([A0])  # assigned again later: committed as usual
+    cp.commit([A0])
+    assert cp.committed == {A0: 10}
+
+
+def test_exactly_once_revoke_commits_the_whole_assignment_without_waiting_for_a_drain():
+    cp, _, _, calls = exactly_once({A0: 10, A1: 7}, drained=[])  # a drain asked for would fail: none left
+    cp.begin({A0, A1})
+    cp.revoke([A0], {A0, A1})
+    assert calls[-2] == ("commit_transaction", [("src", 0, 10), ("src", 1, 7)])
+
+
+def test_exactly_once_after_a_failure_the_transaction_is_aborted_and_nothing_more_committed():
+    cp, _, _, calls = exactly_once({A0: 10})
+    cp.begin({A0})
+    cp.close({A0}, failed=True)
+    assert calls[-1] == "abort_transaction"
+    calls.clear()
+    cp.revoke([A0], {A0})  # the revoke of close()
+    assert calls == [] and cp.committed == {}
+
+
+def test_exactly_once_lost_partitions_abort_the_transaction_and_forgetting_them_drops_their_commit():
+    cp, _, _, calls = exactly_once({A0: 10})
+    cp.lost()  # nothing assigned yet: no transaction to abort
+    assert calls == []
+    cp.begin({A0})
+    cp.commit([A0])
+    cp.lost()
+    assert calls[-1] == "abort_transaction"
+    cp.forget([A0])
+    assert cp.committed == {} and cp.rewind_offset(A0) is None
+
+
+def test_exactly_once_notes_only_the_first_offset_read_of_a_partition_never_committed():
+    cp, _, _, _ = exactly_once({A0: 10})
+    cp.begin({A0, A1})
+    assert cp.unstarted(A1)
+    cp.started(A1, 4)
+    assert not cp.unstarted(A1)
+    cp.commit([A0])
+    assert not cp.unstarted(A0)
+    cp.restart(A1)  # a recreated topic: read from its start again
+    assert cp.unstarted(A1) and cp.rewind_offset(A1) is None
+
+
+def test_at_least_once_never_rewinds():
+    cp, _, _, _ = at_least_once()
+    assert not cp.rewinds and not cp.unstarted(A0)

@@ -1,0 +1,133 @@
+"""transcoder.service.lane.Lane on the records path, its clients fakes (lane_fakes): rebalances with records in
+flight, a commit refused by a rebalance, partitions lost, backpressure, an aborted transaction read again."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from tests.unit.service.lane_fakes import (
+    P0,
+    P1,
+    Record,
+    ScriptedConsumer,
+    commits,
+    lane,
+    records,
+)
+from transcoder.pipeline.partitions import Partition
+
+
+def test_a_revoke_with_records_in_flight_delivers_them_then_commits_the_revoked_partition_only():
+    the_lane, consumer, writer, events, stop = lane()
+
+    def revoke_p0(c: ScriptedConsumer) -> None:
+        writer.ack(P0, 4)  # six records of P0 still in flight
+        writer.ack(P1)
+        c.rebalance("revoke", [P0])
+
+    consumer.script = [
+        lambda c: c.rebalance("assign", [P0, P1]),
+        lambda c: records(P0, range(10)) + records(P1, range(10)),
+        revoke_p0,
+        lambda c: records(P1, range(10, 15)),
+        lambda c: writer.ack(P1, 2),
+    ]
+    the_lane.run(stop)
+    at_revoke = events.index(("revoke", [P0]))
+    assert events[at_revoke + 1:at_revoke + 3] == ["drain", ("commit", [("src", 0, 10)])]
+    assert all(o[:2] != P0 for c in commits(events[at_revoke + 3:]) for o in c)  # never again after the revoke
+    assert consumer.group == {P0: 10, P1: 15}
+    assert the_lane.status.state == "stopped" and the_lane.status.records == 25
+
+
+def test_a_commit_refused_by_a_rebalance_is_made_by_the_revoke():
+    the_lane, consumer, writer, events, stop = lane(commit_interval_ms=50)
+    consumer.commit_errors = [KafkaError(KafkaError.REBALANCE_IN_PROGRESS)]
+    consumer.script = [
+        lambda c: c.rebalance("assign", [P0]),
+        lambda c: records(P0, range(5)),
+        lambda c: writer.ack(P0),
+    ]
+    # the loop turns until its own commit (commit_interval_ms: 50) is refused
+    consumer.script += [lambda c: threading.Event().wait(0.01)] * 500
+    refused = threading.Event()
+    original = consumer.commit
+
+    def commit(**kw: Any) -> None:
+        try:
+            original(**kw)
+        except KafkaException:
+            refused.set()
+            consumer.script[:] = [lambda c: c.rebalance("revoke", [P0])]
+            raise
+
+    consumer.commit = commit  # type: ignore[method-assign]
+    the_lane.run(stop)
+    assert refused.is_set()
+    after = events[events.index("commit_refused") + 1:]
+    assert after == [("revoke", [P0]), "drain", ("commit", [("src", 0, 5)]), "drain"]  # the last: the shutdown's
+    assert consumer.group == {P0: 5}
+
+
+def test_lost_partitions_are_never_committed():
+    the_lane, consumer, _, _, stop = lane()
+    consumer.script = [
+        lambda c: c.rebalance("assign", [P0, P1]),
+        lambda c: records(P0, range(3)) + records(P1, range(3)),
+        lambda c: c.rebalance("lost", [P0]),
+    ]
+    the_lane.run(stop)
+    assert consumer.group == {P1: 3}  # the shutdown delivered and committed P1; P0 belongs to another member
+    assert P0 not in the_lane.checkpoint.committed
+
+
+def test_backpressure_pauses_every_assigned_partition_and_resumes_at_half_the_limit():
+    the_lane, consumer, writer, events, stop = lane(max_in_flight_bytes=100)
+
+    def ack(tp: Partition, n: int) -> None:
+        writer.ack(tp, n)
+        events.append(("in_flight", writer.ledger.in_flight_bytes))
+
+    consumer.script = [
+        lambda c: c.rebalance("assign", [P0, P1]),
+        lambda c: records(P0, range(6)) + records(P1, range(6)),  # 120 bytes in flight: over the limit
+        lambda c: ack(P0, 3),
+        lambda c: ack(P0, 3),
+        lambda c: ack(P1, 2),
+    ]
+    the_lane.run(stop)
+    flow = [e for e in events if e[0] == "in_flight" or e[0] in ("pause", "resume") and len(e[1]) == 2]
+    assert flow == [("resume", [P0, P1]),  # on assignment: librdkafka's pause is not left over from before
+                    ("pause", [P0, P1]), ("in_flight", 90), ("in_flight", 60), ("in_flight", 40),
+                    ("resume", [P0, P1])]
+    assert consumer.group == {P0: 6, P1: 6}
+
+
+def test_exactly_once_an_aborted_transaction_reads_its_partitions_again_from_the_last_commit():
+    the_lane, consumer, writer, events, stop = lane(guarantee="exactly-once", commit_interval_ms=50)
+    consumer.group = {P1: 100}
+
+    def read_then_fail_the_commit(c: ScriptedConsumer) -> list[Record]:
+        writer.commit_error = KafkaError(KafkaError._TIMED_OUT, "not delivered", txn_requires_abort=True)
+        return records(P0, range(4)) + records(P1, range(100, 104))
+
+    consumer.script = [lambda c: c.rebalance("assign", [P0, P1]), read_then_fail_the_commit]
+    aborted = threading.Event()
+    original = writer.abort_transaction
+
+    def abort(timeout: float, retrying: Any = None) -> None:
+        original(timeout, retrying)
+        aborted.set()
+        writer.commit_error = None
+
+    writer.abort_transaction = abort  # type: ignore[method-assign]
+    for _ in range(500):  # until the loop's commit (commit_interval_ms: 50) failed
+        consumer.script.append(lambda c: None if aborted.is_set() else threading.Event().wait(0.01))
+    the_lane.run(stop)
+    after = events[events.index("commit_transaction_failed") + 1:]
+    assert after[0] == "abort_transaction"
+    assert set(after[1:3]) == {("seek", P0, 0), ("seek", P1, 100)}  # the first offset read; the group's commit
+    assert commits(events) == [[("src", 0, 0)]]  # the shutdown's: where P0 is read again; P1 is where committed

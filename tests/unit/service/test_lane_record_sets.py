@@ -1,0 +1,63 @@
+"""transcoder.service.lane.Lane on record sets (the fetcher's path), its clients fakes (lane_fakes): records fetched
+but not yet handed to the writer are never committed; an aborted transaction is fetched again from where this
+assignment began reading, and committed once acknowledged."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tests.unit.service.lane_fakes import P0, ScriptedConsumer, lane
+
+
+def test_records_fetched_but_not_handed_to_the_writer_are_not_committed_on_revoke():
+    the_lane, consumer, writer, events, stop = lane(hot_path="batches", max_in_flight_bytes=50)
+    fetcher: Any = the_lane.fetcher
+
+    def revoke_with_five_waiting(c: ScriptedConsumer) -> None:
+        writer.ack(P0, 5)  # everything handed is acknowledged; 5..9 wait in the lane for room
+        c.rebalance("revoke", [P0])
+
+    consumer.script = [
+        lambda c: c.rebalance("assign", [P0]),
+        lambda c: fetcher.log.setdefault(P0, []).extend(range(10)),  # 100 bytes: room for 50
+        revoke_with_five_waiting,
+    ]
+    the_lane.run(stop)
+    assert [e for e in events if e[0] == "handed"] == [("handed", P0, 0, 4)]
+    assert consumer.group == {P0: 5}  # the fetcher is at 10: what it read past 5 was never handed over
+
+
+def test_exactly_once_a_failed_batch_aborts_and_the_partition_is_fetched_again_from_the_first_offset_read():
+    the_lane, consumer, writer, events, stop = lane(hot_path="batches", guarantee="exactly-once",
+                                                    commit_interval_ms=50)
+    fetcher: Any = the_lane.fetcher
+    aborted = threading.Event()
+    original = writer.abort_transaction
+
+    def abort(timeout: float, retrying: Any = None) -> None:
+        original(timeout, retrying)
+        aborted.set()
+        writer.doomed = False
+
+    writer.abort_transaction = abort  # type: ignore[method-assign]
+
+    def read_ten_in_a_doomed_transaction(c: ScriptedConsumer) -> None:
+        fetcher.log[P0] = list(range(10))
+        writer.doomed = True  # a batch of this transaction failed
+
+    def turn(c: ScriptedConsumer) -> None:
+        if any(e[0] == "commit_transaction" for e in events):
+            c.script.clear()
+            return
+        if aborted.is_set():
+            writer.ack(P0)  # what was fetched again is acknowledged
+        threading.Event().wait(0.01)  # the loop commits each commit_interval_ms (50)
+
+    consumer.script = [lambda c: c.rebalance("assign", [P0]), read_ten_in_a_doomed_transaction] + [turn] * 500
+    the_lane.run(stop)
+    flow = [e for e in events if e == "abort_transaction" or e[0] in ("fetch_from", "handed", "commit_transaction")]
+    assert flow == [("fetch_from", {P0: None}),  # never committed: where `start` says
+                    ("handed", P0, 0, 9), "abort_transaction", ("fetch_from", {P0: 0}),
+                    ("handed", P0, 0, 9), ("commit_transaction", [("src", 0, 10)])]
+    assert the_lane.status.committed == {P0: 10}  # (the checkpoint forgot P0 when close() revoked it)

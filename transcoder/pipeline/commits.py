@@ -1,0 +1,51 @@
+"""Which source offsets a checkpoint commits, per guarantee: pure decisions over where each partition stands.
+
+No Kafka: the lane's checkpoint (transcoder.service.checkpoint) asks these with the read positions, the ledger and
+the last commits, and commits what they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+
+from transcoder.pipeline.ledger import Ledger
+from transcoder.pipeline.partitions import Partition
+
+
+def acknowledged_offsets(partitions: Iterable[Partition], positions: Mapping[Partition, int | None], ledger: Ledger,
+                         committed: Mapping[Partition, int], withheld: AbstractSet[Partition] = frozenset()
+                         ) -> dict[Partition, int]:
+    """at-least-once: per partition, the offset before which every destination acknowledged every record
+    (`Ledger.committable`; the read position counts where nothing is outstanding), where it is past the last
+    commit. A negative or unknown position is no position. Nothing for `withheld` partitions."""
+    offsets: dict[Partition, int] = {}
+    for tp in partitions:
+        if tp in withheld:
+            continue
+        pos = positions.get(tp)
+        off = ledger.committable(tp, pos if pos is not None and pos >= 0 else None)
+        if off is not None and off > committed.get(tp, -1):
+            offsets[tp] = off
+    return offsets
+
+
+def read_offsets(partitions: Iterable[Partition], positions: Mapping[Partition, int | None],
+                 committed: Mapping[Partition, int], withheld: AbstractSet[Partition] = frozenset()
+                 ) -> dict[Partition, int]:
+    """exactly-once: per partition, the read position where it is past the last commit. The transaction holds
+    every record read before it, and commits with these offsets or not at all. Nothing for `withheld`
+    partitions (read past records of an aborted transaction, or of a recreated topic)."""
+    offsets: dict[Partition, int] = {}
+    for tp in partitions:
+        off = positions.get(tp)
+        if off is not None and off >= 0 and off > committed.get(tp, -1) and tp not in withheld:
+            offsets[tp] = off
+    return offsets
+
+
+def rewind_offset(tp: Partition, committed: Mapping[Partition, int], first_read: Mapping[Partition, int]) -> int | None:
+    """Where a partition is read again after an aborted transaction: its last commit, else the first offset this
+    assignment read of it; None: neither is known (nothing read yet)."""
+    off = committed.get(tp)
+    return off if off is not None else first_read.get(tp)
