@@ -20,9 +20,10 @@ kafka-jars: venv
 	$(BIN)/transcoder local-kafka fetch
 
 # The package's import rules (pyproject.toml [tool.importlinter]): layers, no Kafka client in pure code,
-# prometheus_client in one module, pyspark only in transcoder.spark.
+# prometheus_client in one module, pyspark only in transcoder.spark, no import circles; then ruff ([tool.ruff]).
 lint: venv
 	$(BIN)/lint-imports
+	$(BIN)/ruff check .
 
 # The whole suite: the import rules, unit tests, then integration tests against a real broker the session starts;
 # then, in a session of its own, legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import shlex
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -62,10 +62,12 @@ ROOT = Path(__file__).resolve().parents[1]
               help="Log every request at the local broker and count each copier's by API (costs broker CPU: "
                    "a diagnostic run, not one for CPU figures).")
 @click.option("-b", "--bootstrap-servers", help="An existing cluster instead of the local Kafka.")
-@click.option("--out", type=click.Path(path_type=Path), help="Results file (default bench/results/<date>-<dataset>.md).")
-def main(kind: str, from_file: Path | None, key_field: str | None, count: int, runs: int, codecs: str, copier_names: str,
-         partitions: int, latency_records: int, latency_rate: float, warm_fraction: float, warm_seconds: float,
-         client_tables: bool, request_log: bool, bootstrap_servers: str | None, out: Path | None) -> None:
+@click.option("--out", type=click.Path(path_type=Path),
+              help="Results file (default bench/results/<date>-<dataset>.md).")
+def main(kind: str, from_file: Path | None, key_field: str | None, count: int, runs: int, codecs: str,
+         copier_names: str, partitions: int, latency_records: int, latency_rate: float, warm_fraction: float,
+         warm_seconds: float, client_tables: bool, request_log: bool, bootstrap_servers: str | None,
+         out: Path | None) -> None:
     logs.configure("warning")
     codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
     chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
@@ -97,7 +99,7 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
     text = report(res, codecs=codec_list, runs=runs, dataset=data.name, partitions=partitions,
                   command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), latency_records=latency_records,
                   latency_rate=latency_rate, rule=rule)
-    path = out or ROOT / "bench" / "results" / f"{datetime.now(timezone.utc):%Y-%m-%d}-{data.name}.md"
+    path = out or ROOT / "bench" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-{data.name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     click.echo(text)

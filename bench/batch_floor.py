@@ -18,14 +18,14 @@ import time
 
 import transcoder_native as native
 
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 
 
 def main(bootstrap: str, source: str, dest: str, codec: str, records: int, max_bytes: int, linger_ms: int) -> None:
     conf = {"bootstrap.servers": bootstrap, "client.id": "batch-floor"}
-    fetcher, producer = BrokerInfo(conf), BrokerInfo(conf)
+    fetcher, producer = RawClient(conf), RawClient(conf)
     leaders = {p: leader for (t, p), leader in fetcher.leaders([source]).items() if t == source}
     dest_leaders = {p: leader for (t, p), leader in producer.leaders([dest]).items() if t == dest}
     code, pid, epoch = producer.init_producer_id()
@@ -49,7 +49,7 @@ def main(bootstrap: str, source: str, dest: str, codec: str, records: int, max_b
                 seq[p] = seq.get(p, 0) + len(s)
             batches = native.seal_sections([s for _, s in flat], stamps, codec=codec)
             # one Produce per round, one batch per partition in it (Produce takes one record set per partition)
-            pending = list(zip(flat, batches))
+            pending = list(zip(flat, batches, strict=False))
             while pending:
                 round_, rest, seen = {}, [], set()
                 for (p, s), b in pending:

@@ -14,12 +14,12 @@ import argparse
 import platform
 import resource
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from transcoder import __version__, config, logs
-from transcoder.dev import seed
 from transcoder.codecs import CODECS
+from transcoder.dev import seed
 from transcoder.dev.local_kafka import LocalKafka
 from transcoder.service.runner import Service
 
@@ -78,7 +78,7 @@ def main() -> None:
             local.down()
 
     lines = [
-        f"# copy per codec — {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"# copy per codec — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"transcoder {__version__}, Python {platform.python_version()}, {platform.machine()}, "
         f"{_cpu_model()}, {_cores()} cores; {n:,} {args.kind} records, {res.bytes / n:,.0f} B average, "

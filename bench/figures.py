@@ -230,7 +230,8 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
             if s is None:
                 continue
 
-            def cell(name: str, scale: float = 1.0, digits: int = 2) -> str:
+            def cell(name: str, scale: float = 1.0, digits: int = 2, s: dict = s, base: dict | None = base,
+                     copier: str = copier) -> str:
                 rel = ratio(s[name], base[name]) if base is not None and copier != BASELINE else None
                 return _spread(s[name], scale, digits) + _x(rel)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -15,7 +16,7 @@ from bench.figures import ClientRun, CopyRun
 from bench.spans import WARM, Sample, WarmRule
 from transcoder.kafka.admin import delete_topics as admin_delete_topics
 from transcoder.kafka.admin import describe, end_offsets
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.statistics import Window
 
 
@@ -33,7 +34,7 @@ def record_count(admin: AdminClient, topic: str) -> int:
     return sum(high - low for low, high in end_offsets(admin, {topic: shape}).values())
 
 
-def measure_copy(admin: AdminClient, info: BrokerInfo, running: Running, *, copier: str, codec: str,
+def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copier: str, codec: str,
                  records: int, uncompressed_bytes: int, launched: float, timeout: float,
                  broker_pid: int | None = None, poll_s: float = 0.1, rule: WarmRule = WARM) -> CopyRun:
     """Wait until the destination holds `records`, sampling it and the CPU every `poll_s`.
@@ -126,7 +127,7 @@ def live_latency(bootstrap: str, source: str, destination: str, *, records: list
 
 
 def produce_pass(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], codec: str,
-                 info: BrokerInfo) -> ClientRun:
+                 info: RawClient) -> ClientRun:
     """The 2017 producer table: produce the records with `codec` (librdkafka defaults otherwise)."""
     p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
                   "queue.buffering.max.messages": 2_000_000, "enable.idempotence": True})
@@ -148,7 +149,7 @@ def produce_pass(bootstrap: str, topic: str, records: list[tuple[bytes | None, b
                      traffic_bytes=info.topic_sizes([topic])[topic])
 
 
-def consume_pass(bootstrap: str, topic: str, records: int, codec: str, info: BrokerInfo) -> ClientRun:
+def consume_pass(bootstrap: str, topic: str, records: int, codec: str, info: RawClient) -> ClientRun:
     """The 2017 consumer table: read every record of `topic` (written with `codec`)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-consume-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})

@@ -34,10 +34,9 @@ from pathlib import Path
 from bench.copiers import process_cpu
 from bench.measure import delete_topics
 from transcoder import config, logs
-from transcoder.kafka.clients import connect_admin
 from transcoder.dev.local_kafka import LocalKafka
+from transcoder.kafka.clients import connect_admin
 from transcoder.service.runner import Service
-
 
 # ---------------------------------------------------------------- pure: py-spy's collapsed stacks
 #: Frames of a thread that is off the CPU: blocked in a wait, or waiting for the GIL. py-spy's --native

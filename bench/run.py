@@ -12,7 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
@@ -24,12 +24,13 @@ from bench import copiers, figures, measure, requests, spans
 from bench.spans import WARM, WarmRule
 from transcoder import __version__
 from transcoder.dev import seed
-from transcoder.kafka.protocol import BrokerInfo
-from transcoder.kafka.clients import connect_admin
 from transcoder.dev.datagen import Record
 from transcoder.dev.local_kafka import DEFAULT_VERSION
+from transcoder.kafka.clients import connect_admin
+from transcoder.kafka.protocol import RawClient
 
-LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "spark-local1", "spark-local2"}  # kcat does not carry timestamps
+# kcat does not carry timestamps
+LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "spark-local1", "spark-local2"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     """
     cluster = {"bootstrap.servers": bootstrap, "client.id": requests.BENCH_CLIENT_ID}
     admin, _ = connect_admin(cluster)
-    info = BrokerInfo(cluster)
+    info = RawClient(cluster)
     stamp = int(time.time())
     source = f"bench.{data.name}.{stamp}"
     seeded = seed.seed(data.records(), cluster=cluster, topic=source, count=data.count, partitions=partitions)
@@ -212,7 +213,7 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
     notes = [f"- {r.copier}, {r.codec}, run {i}: {r.warm_note}" for i, r in _numbered(res.copies) if r.warm_note]
     b = copiers.TRANSCODER_BATCHING
     parts = [
-        f"# transcoder vs MirrorMaker 2 vs kcat — {dataset}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"# transcoder vs MirrorMaker 2 vs kcat — {dataset}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"Command: `{command}`",
         "",

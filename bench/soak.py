@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -150,7 +150,7 @@ def main() -> None:
     t = trend(samples, args.warmup * 60)
     expected = count * len(codecs)
     lines = [
-        f"# Memory soak — {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"# Memory soak — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"Command: `python -m bench.soak {' '.join(sys.argv[1:])}`. transcoder {__version__}, Python "
         f"{platform.python_version()}, {platform.machine()}, {len(os.sched_getaffinity(0))} cores; "

@@ -229,7 +229,7 @@ def diff_partition(partition: int, source: Iterable[Rec], copy: Iterable[Rec]) -
         if want == got:
             out.n_equal += 1
             continue
-        differing = [i for i, (a, b) in enumerate(zip(want, got)) if a != b]
+        differing = [i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b]
         for i in differing:
             out.mismatches[_FIELDS[i]] += 1
         if out.first_difference is None:
@@ -621,7 +621,8 @@ def report(rows: list[dict[str, Any]], *, command: str, machine: str, data: str,
                      f"{r['seconds']:.2f} | {r['records_per_s']:,.0f} | {_fmt(r['cpu_s_per_1m'])} | "
                      f"{_fmt(r['broker_cpu_s_per_1m'])} | {f.n_equal:,}/{f.n_total:,} | "
                      f"{(f.first_difference or '').replace('|', '/')} |")
-    return "\n".join([f"# Spark: the JVM Kafka sink (with the interceptor) and transcoder's writer — {data}", "", f"Command: `{command}`", "", f"Machine: {machine}",
+    return "\n".join([f"# Spark: the JVM Kafka sink (with the interceptor) and transcoder's writer — {data}", "",
+                      f"Command: `{command}`", "", f"Machine: {machine}",
                       "", *lines, "", *[f"- {n}" for n in notes], ""])
 
 

@@ -13,12 +13,12 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.support.records import read_all
 from transcoder.kafka.batch_producer import BatchProducer, Transactions
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 
 
 def _sections(bootstrap: str, topic: str, partition: int, start: int, stop: int) -> list:
     """Records `start..stop` of a partition, fetched raw and re-batched into small sections (several batches)."""
-    info = BrokerInfo({"bootstrap.servers": bootstrap})
+    info = RawClient({"bootstrap.servers": bootstrap})
     try:
         part = info.fetch_partition(topic, partition, start, leader=1, max_bytes=1 << 24)
     finally:

@@ -19,7 +19,7 @@ from transcoder.codecs import compress
 from transcoder.evaluate.batches import BATCH_OVERHEAD, cut_java, records_section
 from transcoder.evaluate.grid import Cell, Setting
 from transcoder.evaluate.measure import measure_partition
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.service.runner import Service
 
 CASES = [(codec, level, size) for codec, level in (("zstd", None), ("lz4", None), ("snappy", None), ("gzip", None),
@@ -35,7 +35,7 @@ def test_evaluated_sizes_are_what_the_broker_stores(kafka, topic_factory, read_t
               "batch": {"max_bytes": size, "linger_ms": 10_000}} for c, lv, size in CASES]
     Service(make_config(kafka, [{"source": source, "destinations": dests}], metrics={"port": 0, "disk_interval_s": 0})
             ).run(until_caught_up=True)
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         stored = info.topic_sizes([d["topic"] for d in dests])
     finally:
@@ -85,7 +85,7 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
                 time.sleep(0.5)
         finally:
             mm2.stop()
-        info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+        info = RawClient({"bootstrap.servers": kafka.bootstrap})
         try:
             stored[(codec, size)] = info.topic_sizes([dest])[dest]
         finally:

@@ -28,7 +28,7 @@ from tests.support.configs import make_config, raw_config
 from tests.support.records import produce_transactions, read_all
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka import offset_map_topic as offset_map
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.service.lane import transactional_id
 from transcoder.service.runner import Service
 
@@ -177,7 +177,7 @@ def _leave_offsets_pending(kafka, transactional_id: str, group: str, offsets: di
                                                                  incremental_configs=[entry])]).values():
             f.result()
 
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         deadline = time.monotonic() + 60
         while True:  # the coordinators may still be loading: asked again until then

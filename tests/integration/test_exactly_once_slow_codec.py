@@ -4,7 +4,6 @@ well as bytes, so it commits smaller transactions instead of aborting and readin
 from __future__ import annotations
 
 import random
-import time
 
 import structlog
 from confluent_kafka import Producer

@@ -472,8 +472,8 @@ def test_lag_counts_records_that_arrive_while_a_lane_is_paused(copy: Copy, kafka
 
 # ------------------------------------------------------------------ the BatchProducer through an outage
 def test_batch_producer_delivers_and_logs_quietly_through_an_outage(kafka: Cluster, broker_proxy: Any,
-                                                                   topic_factory: Any, caplog: Any, fresh_structlog: None,
-                                                                   monkeypatch: Any):
+                                                                   topic_factory: Any, caplog: Any,
+                                                                   fresh_structlog: None, monkeypatch: Any):
     """transcoder's own producer (zstd 13-22) with batches in flight when the broker is cut off for 20 s: every
     record is delivered once the broker is back (in order per partition, so the ledger's commits keep pace), and
     the failures are logged a few times with a count, not once per attempt."""

@@ -125,7 +125,8 @@ def test_image_install_steps_give_a_transcoder_that_copies(kafka, topic_factory,
 
     # The installed package answers, not the repository's.
     bin_dir = runtime_python.parent
-    where = subprocess.run([str(runtime_python), "-c", "import transcoder, confluent_kafka; print(transcoder.__file__)"],
+    where = subprocess.run([str(runtime_python), "-c",
+                            "import transcoder, confluent_kafka; print(transcoder.__file__)"],
                            cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(tmp_path / "runtime-python"), where
     helped = subprocess.run([str(bin_dir / "transcoder"), "--help"], cwd=tmp_path, env=_clean_env(),

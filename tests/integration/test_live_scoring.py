@@ -47,7 +47,8 @@ def test_live_scoring_exports_evaluates_figures_of_the_sampled_records(kafka, to
                    "-b", kafka.bootstrap)
     assert seed.returncode == 0, seed.stderr
     dest = f"{source}.lz4"
-    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4", "batch": {"max_bytes": BATCH_BYTES}}]}],
+    conf = make_config(kafka, [{"source": source,
+                                "destinations": [{"codec": "lz4", "batch": {"max_bytes": BATCH_BYTES}}]}],
                        metrics={"port": 0, "stats_interval_ms": 500},  # a quick last statistics emission
                        evaluate={"sample_interval_s": 0.2, "sample_bytes": SAMPLE_BYTES, "max_cpu_share": 0.5,
                                  "candidates": [{"codec": "zstd", "level": 9}, {"codec": "gzip"}]})

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from tests.support.cli import run_cli
 from tests.support.http import get
 from transcoder import config as cfg
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.service.runner import Service
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def test_reported_ratios_match_the_broker(engine, kafka, topic_factory):
     service = engine(make_config(kafka, source, [{"codec": "zstd"}, {"codec": "lz4"}, {"codec": "gzip"}]))
     service.run(until_caught_up=True)
 
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         sizes = info.topic_sizes([source, f"{source}.zstd", f"{source}.lz4", f"{source}.gzip"])
     finally:

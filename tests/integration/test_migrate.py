@@ -51,7 +51,8 @@ def produce(kafka, topic: str, n: int, partitions: int, *, keyed: Callable[[int]
     ts = int(time.time() * 1000) - 600_000
     for i in range(n):
         key = keyed(i) if keyed else f"k{i}".encode()
-        value = None if tombstone_every and i % tombstone_every == tombstone_every - 1 else f"v{i}-{'x' * (i % 40)}".encode()
+        value = (None if tombstone_every and i % tombstone_every == tombstone_every - 1
+                 else f"v{i}-{'x' * (i % 40)}".encode())
         headers = [("h", f"{i}".encode()), ("h", None)] if i % 3 == 0 else None
         p.produce(topic, value, key, partition=i % partitions, timestamp=ts + i, headers=headers)
     assert p.flush(30) == 0
@@ -151,7 +152,8 @@ def test_plain_topic_group_moves_at_the_exact_next_record_and_rolls_back_exactly
     assert savings["measured"] and savings["destination_bytes_per_record"] < savings["source_bytes_per_record"]
     fin = migrate("finish", "--config", path)
     assert "transcoder never deletes a topic" in fin.stdout
-    assert json.loads(migrate("status", "--config", path, "--format", "json").stdout)["migration"]["stage"] == "finished"
+    assert json.loads(migrate("status", "--config", path,
+                              "--format", "json").stdout)["migration"]["stage"] == "finished"
 
 
 def _wait_cleaned(admin: AdminClient, kafka, topic: str, produced: int, timeout: float = 90) -> list[Rec]:
@@ -168,7 +170,7 @@ def test_compacted_topic_with_tombstones_after_cleaning(kafka, topic_factory, ad
     source = topic_factory(partitions=2, config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
         "delete.retention.ms": "86400000"})
-    for burst in range(4):  # bursts in separate segments, so the cleaner has closed segments to clean
+    for _ in range(4):  # bursts in separate segments, so the cleaner has closed segments to clean
         produce(kafka, source, 500, 2, keyed=lambda i: f"entity-{i % 60}".encode(), tombstone_every=7)
         time.sleep(0.3)
     src = _wait_cleaned(admin, kafka, source, 2000)

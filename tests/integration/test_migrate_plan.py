@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.configs import make_config
 from transcoder.errors import ConfigError, MigrationError
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.migrate import plan as planning
 
 RECORDS = 3000
@@ -31,7 +31,7 @@ def _fill(producer_factory, topic: str, codec: str, partitions: int = 3) -> None
 
 def _wait_sizes(kafka, *topics: str, timeout: float = 30.0) -> None:
     """DescribeLogDirs reports a partition's size a moment after the records are written."""
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         deadline = time.monotonic() + timeout
         while not all(info.topic_sizes(topics).values()):

@@ -16,7 +16,6 @@ import yaml
 from click.testing import CliRunner
 
 from tests.support.configs import raw_config
-
 from transcoder.cli.main import _Cli
 from transcoder.cli.migrate_watch import watch
 

@@ -12,10 +12,10 @@ import pytest
 
 from tests.support.configs import make_config
 from tests.support.records import read_all, read_with_java_consumer
-from transcoder.kafka.batch_producer import BatchProducer
-from transcoder.kafka.protocol import BrokerInfo
 from transcoder.codecs import encode_batch
 from transcoder.errors import KafkaUnavailableError
+from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.protocol import RawClient
 from transcoder.service.runner import Service
 
 
@@ -24,7 +24,7 @@ def test_a_zstd_level_19_batch_is_stored_as_zstd_and_reads_back(kafka, topic_fac
     now = int(time.time() * 1000)
     records = [(f"host-{i % 17}".encode(), f'10.0.0.{i % 40} "GET /api/{i % 90}" 200'.encode(),
                 (("seq", str(i).encode()),) if i % 5 == 0 else (), now + i) for i in range(2000)]
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         base = info.produce_batch(topic, 0, encode_batch(records[:1000], codec="zstd", level=19), leader=1)
         base2 = info.produce_batch(topic, 0, encode_batch(records[1000:], codec="zstd", level=22), leader=1)
@@ -38,7 +38,7 @@ def test_a_zstd_level_19_batch_is_stored_as_zstd_and_reads_back(kafka, topic_fac
     assert [(b["baseOffset"], b["compresscodec"]) for b in batches] == [("0", "zstd"), ("1000", "zstd")]
 
 
-def _producer_id(info: BrokerInfo) -> tuple[int, int]:
+def _producer_id(info: RawClient) -> tuple[int, int]:
     for _ in range(50):  # a fresh broker answers COORDINATOR_LOAD_IN_PROGRESS for a moment
         code, pid, epoch = info.init_producer_id()
         if code == 0:
@@ -52,7 +52,7 @@ def test_a_batch_sent_again_with_its_sequence_is_written_once(kafka, topic_facto
     topic = topic_factory(partitions=1, config={"compression.type": "producer"})
     now = int(time.time() * 1000)
     records = [(None, f"r{i}".encode(), (), now) for i in range(20)]
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         pid, epoch = _producer_id(info)
         first = encode_batch(records[:10], codec="zstd", level=19, producer_id=pid, producer_epoch=epoch,
@@ -147,7 +147,7 @@ def test_batches_built_here_are_read_by_librdkafka_and_by_kafkas_java_code(kafka
     now = int(time.time() * 1000)
     records = [(f"host-{i % 17}".encode() if i % 9 else None, f'10.0.0.{i % 40} "GET /api/{i % 90}" 200'.encode(),
                 (("seq", str(i).encode()), ("seq", None)) if i % 5 == 0 else (), now + i) for i in range(3000)]
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         assert info.produce_batch(topic, 0, encode_batch(records, codec=codec, level=level), leader=1) == 0
     finally:
@@ -169,7 +169,8 @@ def test_the_lanes_batches_are_read_back_by_kafkas_java_consumer(kafka, topic_fa
     base_ts = int(time.time() * 1000) - 60_000
     for i in range(3000):
         key = None if i % 7 == 0 else (b"" if i % 11 == 0 else f"host-{i % 17}".encode())
-        value = None if i % 97 == 0 else f'10.0.{i % 40}.{i % 250} "GET /api/{i % 90}?q={i}" 200 {i * 7 % 5000}'.encode()
+        value = (None if i % 97 == 0
+                 else f'10.0.{i % 40}.{i % 250} "GET /api/{i % 90}?q={i}" 200 {i * 7 % 5000}'.encode())
         headers = [("trace", f"{i:08x}".encode()), ("tag", b"a"), ("tag", b""), ("gone", None)] if i % 3 == 0 else None
         p.produce(source, value=value, key=key, partition=i % 2, timestamp=base_ts + i, headers=headers)
     assert p.flush(30) == 0

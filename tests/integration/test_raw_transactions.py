@@ -1,4 +1,4 @@
-"""Kafka's transaction protocol v1 spoken with raw requests only (BrokerInfo) and batches sealed natively, on the
+"""Kafka's transaction protocol v1 spoken with raw requests only (RawClient) and batches sealed natively, on the
 real broker: a committed and an aborted transaction read back record by record at both isolation levels with the
 group's offsets, a second InitProducerId fencing the first, and a batch without the transactional bit in a
 transaction."""
@@ -18,7 +18,7 @@ from kafka.record import MemoryRecords
 from tests.support.records import Rec, read_all, rec
 from transcoder.codecs import encode_batch, seal_sections
 from transcoder.errors import KafkaUnavailableError
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 
 T0 = 1_700_000_000_000
 #: Kafka's error codes the tests meet (kafka.errors names them).
@@ -38,7 +38,7 @@ def until_settled(ask: Callable[[], Any], code: Callable[[Any], int] = lambda r:
         time.sleep(0.1)
 
 
-def coordinator(info: BrokerInfo, key: str, key_type: int) -> int:
+def coordinator(info: RawClient, key: str, key_type: int) -> int:
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -75,7 +75,7 @@ def as_read(partition: int, offset: int, r: tuple) -> Rec:
 class Txn:
     """One transactional id's producer, as raw requests: its id and epoch, its coordinators, its sequences."""
 
-    def __init__(self, info: BrokerInfo, tid: str, group: str) -> None:
+    def __init__(self, info: RawClient, tid: str, group: str) -> None:
         self.info, self.tid, self.group = info, tid, group
         self.coordinator = coordinator(info, tid, 1)
         self.group_coordinator = coordinator(info, group, 0)
@@ -112,8 +112,8 @@ class Txn:
 
 
 @pytest.fixture
-def info(kafka) -> Iterator[BrokerInfo]:
-    i = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+def info(kafka) -> Iterator[RawClient]:
+    i = RawClient({"bootstrap.servers": kafka.bootstrap})
     yield i
     i.close()
 
@@ -135,7 +135,7 @@ def read_uncommitted(bootstrap: str, topic: str, partitions: int) -> list[Rec]:
     return out
 
 
-def stored_batches(info: BrokerInfo, topic: str, partition: int) -> list[tuple[int, bool, bool]]:
+def stored_batches(info: RawClient, topic: str, partition: int) -> list[tuple[int, bool, bool]]:
     """(base offset, transactional, control) of every batch stored in the partition (raw Fetches: one answers
     from one segment at most, and a transaction's marker may start a new one)."""
     out: list[tuple[int, bool, bool]] = []
@@ -231,7 +231,8 @@ def test_a_second_init_producer_id_fences_the_first(kafka, topic_factory, info):
 def test_a_batch_without_the_transactional_bit_in_a_transaction(kafka, topic_factory, info):
     """The broker takes a transaction's batch as the producer marks it: the bit is what makes it part of the
     transaction. A partition's first batch without it is written as a plain idempotent batch and outlives the
-    abort (the ABORT marker is written after it all the same); after a transactional batch in the same partition, one without the bit is refused (INVALID_TXN_STATE)."""
+    abort (the ABORT marker is written after it all the same); after a transactional batch in the same partition,
+    one without the bit is refused (INVALID_TXN_STATE)."""
     dest = topic_factory(partitions=2, config={"compression.type": "producer"})
     tid, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     d0, d1 = (dest, 0), (dest, 1)

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import UTC
 
 import pytest
 import yaml
@@ -336,7 +337,8 @@ def test_a_slow_isolated_lane_does_not_slow_the_others(kafka, topic_factory, adm
     t = threading.Thread(target=run, daemon=True)
     t.start()
     try:
-        _wait_for(lambda: _dest_count(admin, f"{source}.zstd") == total and _dest_count(admin, f"{source}.lz4") == total)
+        _wait_for(lambda: _dest_count(admin, f"{source}.zstd") == total
+                  and _dest_count(admin, f"{source}.lz4") == total)
         slow_done = _dest_count(admin, slow)
         assert slow_done < total / 2, f"the throttled lane copied {slow_done} of {total}: it was not slow"
         states = {lane.spec.name: lane.status.state for lane in service.lanes}
@@ -426,11 +428,11 @@ def test_secrets_never_reach_the_logs(kafka, topic_factory, tmp_path):
 
 
 def test_describe_log_dirs_sizes_match_the_segment_files(kafka, topic_factory, producer_factory):
-    from transcoder.kafka.protocol import BrokerInfo
+    from transcoder.kafka.protocol import RawClient
 
     topic = topic_factory(partitions=2)
     produce_mixed(producer_factory, topic, 2000, partitions=2, incompressible=False)
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         sizes = info.partition_sizes([topic])
         totals = info.topic_sizes([topic])
@@ -507,10 +509,10 @@ def test_start_at_a_timestamp_skips_older_records(engine, kafka, topic_factory, 
         p.produce(source, value=str(i).encode(), partition=i % 2, timestamp=t0 + i * 100)
     assert p.flush(30) == 0
     start = t0 + 50_000  # record 500 onwards
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "gzip"}]}],
-                       start=datetime.fromtimestamp(start / 1000, tz=timezone.utc).isoformat())
+                       start=datetime.fromtimestamp(start / 1000, tz=UTC).isoformat())
     engine(conf).run(until_caught_up=True)
     assert sorted(int(m.value()) for m in read_topic(f"{source}.gzip")) == list(range(500, 1000))
 
@@ -520,7 +522,7 @@ def test_start_at_a_timestamp_skips_older_records(engine, kafka, topic_factory, 
 @pytest.mark.parametrize("hot_path", ["batches"])
 def test_start_at_a_time_a_partition_has_no_record_since_starts_it_at_its_end(hot_path, kafka, topic_factory,
                                                                               producer_factory, read_topic):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from transcoder.service.runner import Service
 
@@ -533,7 +535,7 @@ def test_start_at_a_time_a_partition_has_no_record_since_starts_it_at_its_end(ho
         p.produce(source, value=b"new%d" % i, partition=0, timestamp=t0 + 60_000 + i)
     assert p.flush(30) == 0
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}], hot_path=hot_path,
-                       start=datetime.fromtimestamp((t0 + 50_000) / 1000, tz=timezone.utc).isoformat())
+                       start=datetime.fromtimestamp((t0 + 50_000) / 1000, tz=UTC).isoformat())
     Service(conf).run(until_caught_up=True)
     got = read_topic(f"{source}.lz4")
     assert [(m.partition(), m.value()) for m in got] == [(0, b"new%d" % i) for i in range(100)]

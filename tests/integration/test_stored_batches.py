@@ -11,10 +11,10 @@ import transcoder_native as native
 from confluent_kafka import Producer
 
 from tests.support.records import produce_transactions, read_all
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 
 
-def fetch_all(info: BrokerInfo, topic: str, partition: int, *, max_bytes: int) -> tuple[list, int]:
+def fetch_all(info: RawClient, topic: str, partition: int, *, max_bytes: int) -> tuple[list, int]:
     """Every record of a partition through raw Fetches of at most `max_bytes`: (offset, timestamp, key, value,
     headers) per record, and the number of fetches."""
     out, pos, fetches = [], 0, 0
@@ -44,7 +44,7 @@ def test_librdkafka_batches_read_as_a_consumer_reads_them(kafka, topic_factory, 
                   headers=[("trace", f"{i}".encode()), ("nil", None)] if i % 10 == 0 else None)
     assert p.flush(30) == 0
     want = [(o, ts, k, v, list(h)) for _, o, k, v, h, ts in read_all(kafka.bootstrap, topic)]
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         got, fetches = fetch_all(info, topic, 0, max_bytes=20_000)  # small fetches: cut inside batches
     finally:
@@ -61,7 +61,7 @@ def test_aborted_transactions_are_left_out_and_the_rest_copied_back_exactly(kafk
     want = read_all(kafka.bootstrap, source)
     assert len(want) == 7 * 300
     dest = topic_factory(partitions=2, config={"compression.type": "producer"})
-    info = BrokerInfo({"bootstrap.servers": kafka.bootstrap})
+    info = RawClient({"bootstrap.servers": kafka.bootstrap})
     try:
         for partition in (0, 1):
             got, _ = fetch_all(info, source, partition, max_bytes=1 << 20)
@@ -73,7 +73,7 @@ def test_aborted_transactions_are_left_out_and_the_rest_copied_back_exactly(kafk
             rb = native.Rebatcher(16_384, 500)
             rb.add(stored, now_ms=0)
             sections = rb.take(flush=True)
-            for section, batch in zip(sections, native.seal_sections(sections, [(-1, -1, -1)] * len(sections),
+            for _section, batch in zip(sections, native.seal_sections(sections, [(-1, -1, -1)] * len(sections),
                                                                      codec="zstd"), strict=True):
                 assert info.produce_batch(dest, partition, batch, leader=1) >= 0
     finally:

@@ -5,7 +5,7 @@ NOT_LEADER_FOR_PARTITION and was reported as an unreachable cluster)."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -29,7 +29,7 @@ def test_a_topic_ensure_created_is_read_on_every_partition_at_once(kafka):
 
 def test_seed_onto_a_new_topic_writes_every_record(kafka, read_topic):
     name = f"settle-seed-{uuid.uuid4().hex[:8]}"
-    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=1)  # within retention
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)  # within retention
     proc = run_cli("seed", "--kind", "dns", "--count", "300", "--partitions", "6", "--topic", name,
                    "--start", start.isoformat(), "-b", kafka.bootstrap)
     assert proc.returncode == 0, proc.stderr

@@ -47,7 +47,8 @@ def test_sources_are_stored_in_the_old_format(legacy, legacy_sources):
 
 def test_old_format_sources_are_copied_record_by_record(legacy, modern, legacy_sources, read_topic):
     # One shared lane (one consumer, a producer per codec): 27 isolated lanes would crowd two shared cores.
-    conf = cfg.parse({**config(legacy.bootstrap, [{"source": s.topic, "destinations": [{"codec": c} for c in DEST_CODECS]}
+    conf = cfg.parse({**config(legacy.bootstrap, [{"source": s.topic,
+                                                   "destinations": [{"codec": c} for c in DEST_CODECS]}
                                                   for s in legacy_sources], modern), "lanes": "shared"}, environ={})
     started = int(time.time() * 1000)
     Service(conf).run(until_caught_up=True)

@@ -25,6 +25,6 @@ def test_a_checkpoint_written_by_another_config_is_refused_in_one_line(kafka, to
     assert proc.returncode == ConfigError.exit_code
     lines = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(f"transcoder: error: checkpoint {checkpoints}/copy was written by another config (lane copy: "
-                               f"sources payments; this config's lane copy has {source})"), lines[0]
+    assert lines[0].startswith(f"transcoder: error: checkpoint {checkpoints}/copy was written by another config "
+                               f"(lane copy: sources payments; this config's lane copy has {source})"), lines[0]
     assert "Traceback" not in proc.stderr

@@ -86,7 +86,8 @@ def test_a_partition_measured_twice_or_not_at_all_is_an_error():
 
     cells = [Cell(Setting("lz4", None), 16 * KIB)]
     partial = measure_partition(_sample()[2], cells, repeats=1)[0]
-    row = Row(partition=0, **{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(partial).items()})
+    row = Row(partition=0, **{k: list(v) if isinstance(v, tuple) else v
+                              for k, v in dataclasses.asdict(partial).items()})
     assert _partials([row], cells, {0}, "the sample") == [partial]
     with pytest.raises(TranscoderError, match=r"^evaluating the sample on Spark: partition 0 was measured in 2 parts "
                                               r"\(split between Spark tasks\) for lz4 at 16384 B"):

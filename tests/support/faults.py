@@ -237,7 +237,8 @@ def compare_records(source: list[tuple], destination: list[tuple], *, source_top
         if [f for f in first_w if f in cg] != first_g:
             seen = [f for f in first_w if f in cg]
             i = next(i for i, (a, b) in enumerate(zip(seen, first_g, strict=False)) if a != b)
-            disorder = f"[{p}] destination's record {i} is source record {first_w.index(first_g[i])}, not {first_w.index(seen[i])}"
+            disorder = (f"[{p}] destination's record {i} is source record {first_w.index(first_g[i])}, "
+                        f"not {first_w.index(seen[i])}")
         out.partitions.append(PartitionComparison(p, len(w), len(g), lost, duplicates, foreign, disorder is None,
                                                   disorder))
     return out

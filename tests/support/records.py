@@ -95,7 +95,8 @@ def read_messages(bootstrap: str, topic: str, *, timeout: float = 60.0) -> list[
 
 def read_with_java_consumer(bootstrap: str, topic: str, count: int, *, timeout_ms: int = 30_000) -> list[Rec]:
     """`count` records of a topic as Kafka's own Java consumer reads them (ConsoleConsumer, read_committed, CRCs
-    checked), in the order it prints them. Keys, values and headers must be text without newlines or ASCII separators (0x1d-0x1f)."""
+    checked), in the order it prints them. Keys, values and headers must be text without newlines or ASCII
+    separators (0x1d-0x1f)."""
     import os
     import shutil
     import subprocess

@@ -8,6 +8,7 @@ import click
 
 from transcoder.cli.main import ByteSize, main
 
+
 @main.command()
 @click.option("--kind", default="nginx", show_default=True, help="Generator to seed the source topic with.")
 @click.option("--bytes", "size", type=ByteSize(), default="250MB", show_default=True,

@@ -12,6 +12,7 @@ import click
 from transcoder.cli.main import main
 from transcoder.errors import ConfigError
 
+
 @main.group("local-kafka")
 @click.option("--state-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
               help="Where the broker's config, data, log and pid live (default ~/.cache/transcoder/local-kafka).")
@@ -37,7 +38,8 @@ def local_kafka_fetch(kafka: Any) -> None:
 @local_kafka.command("up")
 @click.option("--port", type=int, default=None, help="Client port (default: a free one).")
 @click.option("--controller-port", type=int, default=None, help="KRaft controller port (default: a free one).")
-@click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds to wait for the broker to answer.")
+@click.option("--timeout", type=float, default=90.0, show_default=True,
+              help="Seconds to wait for the broker to answer.")
 @click.option("--secured", is_flag=True,
               help="Also open a SASL_SSL listener (SCRAM-SHA-512 and -256, PLAIN, OAUTHBEARER with unsecured "
                    "JWTs) and an mTLS listener, with a CA, certificates "
@@ -70,7 +72,8 @@ def local_kafka_status(kafka: Any) -> None:
     if st is None:
         click.echo(f"not running (state dir {kafka.state_dir})", err=True)
         sys.exit(1)
-    click.echo(f"bootstrap {st.bootstrap}\ndata_dir {st.data_dir}\npid {st.pid}\nversion {st.version}\nlog {st.log_file}")
+    click.echo(f"bootstrap {st.bootstrap}\ndata_dir {st.data_dir}\npid {st.pid}\nversion {st.version}\n"
+               f"log {st.log_file}")
     if st.sasl_ssl_bootstrap:
         click.echo("\n".join(_secured_lines(st)))
 

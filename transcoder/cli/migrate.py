@@ -329,7 +329,9 @@ def finish(config_path: Path, destination: str | None, fmt: str) -> None:
     if fmt == "json":
         _json({"migration": migration, "next_steps": steps})
         return
-    click.echo(f"migration {src} -> {dst} finished at {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(migration['finished_ms'] / 1000))} UTC. Left for you:")
+    click.echo(f"migration {src} -> {dst} finished at "
+               f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(migration['finished_ms'] / 1000))} UTC. "
+               f"Left for you:")
     for i, step in enumerate(steps, 1):
         click.echo(f"  {i}. {step}")
 

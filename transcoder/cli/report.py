@@ -9,6 +9,7 @@ import click
 from transcoder.cli.main import main
 from transcoder.errors import TranscoderError
 
+
 @main.command()
 @click.option("--url", default="http://localhost:9308", show_default=True, envvar="TRANSCODER_URL",
               help="A running instance's endpoint (its metrics port).")

@@ -12,6 +12,7 @@ import click
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
 from transcoder.errors import ConfigError
 
+
 def _start_ms(value: str | None) -> int | None:
     if value is None:
         return None

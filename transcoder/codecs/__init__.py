@@ -12,15 +12,6 @@ from transcoder.codecs.framing import (
     encode_record,
     records_section,
 )
-from transcoder.codecs.stored import (
-    Rebatcher,
-    Section,
-    StoredRecords,
-    decode_stored,
-    restamp,
-    seal_sections,
-    stored_from_columns,
-)
 from transcoder.codecs.names import (
     ATTRIBUTE_ID,
     CODEC_OF_ID,
@@ -34,8 +25,18 @@ from transcoder.codecs.names import (
     check_level,
     stored_recompressed,
 )
+from transcoder.codecs.stored import (
+    Rebatcher,
+    Section,
+    StoredRecords,
+    decode_stored,
+    restamp,
+    seal_sections,
+    stored_from_columns,
+)
 
-__all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL", "ZSTD_MIN_PRODUCE_VERSION",
-           "Codec", "broker_recompresses", "built_here", "check_level", "compress", "decompress", "encode_batch", "encode_batches", "encode_record", "records_section",
+__all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL",
+           "ZSTD_MIN_PRODUCE_VERSION", "Codec", "broker_recompresses", "built_here", "check_level", "compress",
+           "decompress", "encode_batch", "encode_batches", "encode_record", "records_section",
            "stored_recompressed", "Rebatcher", "Section", "StoredRecords", "decode_stored", "restamp", "seal_sections",
            "stored_from_columns"]

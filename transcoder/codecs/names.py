@@ -1,4 +1,5 @@
-"""Pure: Kafka's compression codecs by name: attribute ids, the levels transcoder accepts, and which codec a broker keeps.
+"""Pure: Kafka's compression codecs by name: attribute ids, the levels transcoder accepts, and which codec a broker
+keeps.
 
 The framing of the batches transcoder builds itself is in codecs.framing.
 """

@@ -18,6 +18,7 @@ codec (seal_sections), without a record object per record; all compiled (native/
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from transcoder_native import Rebatcher, Section, StoredRecords, decode_stored, encode_batch, restamp, seal_sections
 
@@ -40,5 +41,5 @@ def stored_from_columns(offsets: Sequence[int], keys: Sequence[bytes | None], va
         raise ValueError(f"offsets must increase: {offsets[0]}..{offsets[-1]}")
     if len(cuts) == 2:  # no gap (the usual case): one batch, the rows as they are
         return decode_stored(encode_batch(rows, base_offset=offsets[0]), offsets[0])
-    data = b"".join(encode_batch(rows[a:b], base_offset=offsets[a]) for a, b in zip(cuts, cuts[1:]))
+    data = b"".join(encode_batch(rows[a:b], base_offset=offsets[a]) for a, b in pairwise(cuts))
     return decode_stored(data, offsets[0])

@@ -1,4 +1,5 @@
-"""Loading a config: YAML file, TRANSCODER__* environment overrides (the only reader of the environment), one-line errors."""
+"""Loading a config: YAML file, TRANSCODER__* environment overrides (the only reader of the environment), one-line
+errors."""
 
 from __future__ import annotations
 

@@ -296,13 +296,15 @@ class SparkConfig(_Model):
     @classmethod
     def _master(cls, v: str) -> str:
         if not re.fullmatch(r"local(\[(\*|[1-9][0-9]*)\])?|(spark|k8s|mesos)://\S+|yarn", v):
-            raise ValueError(f"{v!r} is not a Spark master URL (local[*], local[N], spark://host:port, k8s://..., yarn)")
+            raise ValueError(f"{v!r} is not a Spark master URL "
+                             "(local[*], local[N], spark://host:port, k8s://..., yarn)")
         return v
 
     @field_validator("conf")
     @classmethod
     def _conf(cls, v: dict[str, Any]) -> dict[str, Any]:
-        owned = sorted(k for k in v if k in ("spark.master", "spark.jars.packages", "spark.jars.ivy", "spark.jars.ivySettings"))
+        owned = sorted(k for k in v
+                       if k in ("spark.master", "spark.jars.packages", "spark.jars.ivy", "spark.jars.ivySettings"))
         if owned:
             hint = ": give the master URL as spark.master" if owned[0] == "spark.master" else ""
             raise ValueError(f"{owned[0]} is set by transcoder itself{hint}")

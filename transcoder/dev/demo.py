@@ -9,13 +9,13 @@ from pathlib import Path
 from rich.console import Console
 
 from transcoder import config
-from transcoder.dev import seed
-from transcoder.kafka.admin import describe
-from transcoder.report import tables as report
-from transcoder.kafka.protocol import BrokerInfo
-from transcoder.kafka.clients import connect_admin
 from transcoder.codecs import CODECS
+from transcoder.dev import seed
 from transcoder.dev.local_kafka import LocalKafka
+from transcoder.kafka.admin import describe
+from transcoder.kafka.clients import connect_admin
+from transcoder.kafka.protocol import RawClient
+from transcoder.report import tables as report
 from transcoder.service.runner import Service, end_offsets
 
 SOURCE = "demo.nginx"
@@ -26,7 +26,7 @@ def measure(bootstrap: str, codec_of: dict[str, str]) -> dict[str, report.TopicF
     admin, _ = connect_admin({"bootstrap.servers": bootstrap})
     shapes = {t: describe(admin, t) for t in codec_of}
     offsets = end_offsets(admin, {t: s for t, s in shapes.items() if s is not None})
-    info = BrokerInfo({"bootstrap.servers": bootstrap})
+    info = RawClient({"bootstrap.servers": bootstrap})
     try:
         sizes = info.topic_sizes(codec_of)
     finally:

@@ -13,10 +13,10 @@ from typing import IO, Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from transcoder.dev import datagen
-from transcoder.kafka.admin import ensure
-from transcoder.kafka.clients import client_config, connect_admin
 from transcoder.dev.datagen import Record
 from transcoder.errors import ConfigError, DeliveryError, InputError
+from transcoder.kafka.admin import ensure
+from transcoder.kafka.clients import client_config, connect_admin
 
 FILE_FORMATS = ("auto", "lines", "ndjson")
 _NDJSON_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz")

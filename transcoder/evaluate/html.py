@@ -328,10 +328,10 @@ def _frontier_caption(cells: Sequence[CellResult]) -> str:
         return "No cells were measured."
     largest = max(c.batch_bytes for c in cells)
     timed = any(c.compress_mb_s is not None for c in cells if c.batch_bytes == largest)
-    text = (f"Compression ratio against compress speed (uncompressed MB per CPU second on one core, log scale), "
-            f"each cell at the largest batch size measured, {batch_label(largest)}. One colour and marker per codec; the "
-            f"number beside a point is its level. Each codec's line joins its Pareto frontier: the levels that "
-            f"no other level of the codec beats on both speed and ratio.")
+    text = (f"Compression ratio against compress speed (uncompressed MB per CPU second on one core, log "
+            f"scale), each cell at the largest batch size measured, {batch_label(largest)}. One colour and marker "
+            f"per codec; the number beside a point is its level. Each codec's line joins its Pareto frontier: the "
+            f"levels that no other level of the codec beats on both speed and ratio.")
     if any(c.codec == "none" for c in cells):
         text += " Codec none is left out: it does not compress, so it has no speed (its ratio is 1)."
     if not timed:

@@ -13,8 +13,8 @@ copies, read by `fanout` consumer groups:
 
 The choice: among the cells that fit the CPU budget and reach the minimum ratio, the highest ratio (with
 a budget) or the least CPU (with a minimum ratio); with neither, the least CPU among the cells within 5%
-of the best ratio of the cells that compress at 50 MB/s per core or more. Cells on the ratio/CPU frontier are named, so the text can say what the next
-step up would cost.
+of the best ratio of the cells that compress at 50 MB/s per core or more. Cells on the ratio/CPU frontier are
+named, so the text can say what the next step up would cost.
 """
 
 from __future__ import annotations
@@ -103,8 +103,9 @@ class Limits:
                            "max.message.bytes that holds a whole compressed batch.")
         if self.records_over:
             out.append(f"⚠ {self.records_over:,} record(s) of the sample are above "
-                       f"{self._above(self.largest_record_bytes)} (the largest: {self.largest_record_bytes:,} B): producers refuse them "
-                       "(RecordTooLargeException) unless those limits are raised, whatever the codec.")
+                       f"{self._above(self.largest_record_bytes)} (the largest: {self.largest_record_bytes:,} B): "
+                       "producers refuse them (RecordTooLargeException) unless those limits are raised, whatever the "
+                       "codec.")
         return out
 
 

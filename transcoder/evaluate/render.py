@@ -19,8 +19,9 @@ def _row(c: CellResult, chosen: tuple[str, int | None, int] | None, max_batch: i
     mark = " ◀" if chosen == (c.codec, c.level, c.batch_bytes) else ""
     over = " ⚠" if max_batch is not None and c.batch_bytes > max_batch else ""  # above Kafka's limits: see the text
     return (c.label + mark, batch_label(c.batch_bytes) + over, f"{c.records:,}", f"{c.uncompressed_bytes:,}",
-            f"{c.compressed_bytes:,}", f"{c.ratio:.2f}x", f"{c.bytes_per_record:,.1f}", cell_text(c.compress_mb_s, ",.1f"),
-            cell_text(c.decompress_mb_s, ",.1f"), f"{c.compress_cpu_s_per_1m:.3f}", f"{c.decompress_cpu_s_per_1m:.3f}")
+            f"{c.compressed_bytes:,}", f"{c.ratio:.2f}x", f"{c.bytes_per_record:,.1f}",
+            cell_text(c.compress_mb_s, ",.1f"), cell_text(c.decompress_mb_s, ",.1f"), f"{c.compress_cpu_s_per_1m:.3f}",
+            f"{c.decompress_cpu_s_per_1m:.3f}")
 
 
 def _chosen(recommendation: Mapping[str, object] | None) -> tuple[str, int | None, int] | None:

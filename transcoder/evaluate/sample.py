@@ -24,7 +24,7 @@ from transcoder.errors import ConfigError, InputError, KafkaUnavailableError, To
 from transcoder.evaluate.batches import Record, record_size
 from transcoder.kafka.admin import describe, describe_configs
 from transcoder.kafka.clients import client_config, connect_admin
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.pipeline.batching import RECORD_OVERHEAD
 
 
@@ -275,7 +275,7 @@ def _stored(cluster: Mapping[str, Any], topic: str, sample: Sample, offsets: dic
     if not offsets:
         return None, None
     p = min(offsets)
-    info = BrokerInfo(cluster)
+    info = RawClient(cluster)
     try:
         batches = info.stored_codecs(topic, p, offsets[p][0], leader=leaders[p])
     finally:

@@ -65,7 +65,7 @@ from transcoder.kafka.produce_errors import (
 )
 from transcoder.kafka.produce_statistics import SentBatches
 from transcoder.kafka.producer_sequences import ProducerSequences
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.statistics import TopicProduce
 from transcoder.kafka.transaction_requests import (
     TXN_RETRY_BACKOFF_S,
@@ -99,10 +99,10 @@ class BatchProducer:
         self._failures = FailureLog(client_id)
         self._backoff = retry_backoff_ms / 1000
         self.transactions = transactions  # and the transaction's state and requests (the setter)
-        self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
+        self._info = RawClient({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
         #: the coordinators' connection, apart from the Produce requests': a broker throttling this client's
         #: produce rate (a quota) mutes the connection that carried them, and the commit must still get through
-        self._coord = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000) \
+        self._coord = RawClient({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000) \
             if transactions is not None else self._info
         self._acc: Accumulator[Record] = Accumulator(max_bytes=max_bytes, max_records=max_records,
                                                      linger_s=linger_ms / 1000)

@@ -192,8 +192,8 @@ class Sender:
             if code > 0:
                 last = f"InitProducerId error {error_name(code)}"
                 if not is_retriable(code):
-                    raise KafkaUnavailableError(f"producer {self._host.client_id}: {last}", kafka_error=error_name(code),
-                                                retriable=False)
+                    raise KafkaUnavailableError(f"producer {self._host.client_id}: {last}",
+                                                kafka_error=error_name(code), retriable=False)
             if time.monotonic() >= deadline:
                 raise KafkaUnavailableError(f"producer {self._host.client_id}: cannot get a producer id: {last}")
             time.sleep(self._backoff)

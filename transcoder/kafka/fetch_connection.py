@@ -1,4 +1,4 @@
-"""transcoder's own blocking connection to one broker, for the raw Fetch (BrokerInfo.fetch_start / fetch_answers).
+"""transcoder's own blocking connection to one broker, for the raw Fetch (RawClient.fetch_start / fetch_answers).
 
 Why its own: kafka-python's connections (kafka.net) read their socket 4 KiB per `recv` on its I/O thread, and it
 has no setting for that; a 1 MiB Fetch answer is 256 turns of its event loop, then copied three times more by its
@@ -15,7 +15,7 @@ SaslAuthenticate, and the settings are the connection manager's (`config`: TLS, 
 Failures are kafka-python's errors (KafkaConnectionError, KafkaTimeoutError, SASL's), as its connections raise
 them; the connection is closed on any of them.
 
-One caller at a time: BrokerInfo holds a lock around its use.
+One caller at a time: RawClient holds a lock around its use.
 """
 
 from __future__ import annotations

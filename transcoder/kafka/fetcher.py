@@ -28,7 +28,7 @@ import structlog
 from transcoder.codecs import decode_stored
 from transcoder.errors import KafkaUnavailableError, TranscoderError
 from transcoder.kafka.batch_producer import FailureLog
-from transcoder.kafka.protocol import BrokerInfo, PendingFetch
+from transcoder.kafka.protocol import PendingFetch, RawClient
 from transcoder.pipeline.partitions import Partition
 
 log = structlog.get_logger("transcoder.fetcher")
@@ -109,7 +109,7 @@ class Fetcher:
         #: send the next round's Fetches as soon as a round is decoded (module doc)
         self.read_ahead = read_ahead
         self._ahead: _Ahead | None = None
-        self._info = BrokerInfo({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
+        self._info = RawClient({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
         self.max_wait_ms, self.min_bytes = max_wait_ms, min_bytes
         if reset not in ("earliest", "latest"):

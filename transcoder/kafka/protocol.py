@@ -54,7 +54,7 @@ PRODUCE_API_KEY = 0
 RECONNECT_BACKOFF_MAX_MS = 1000
 
 #: A request gets this long beyond its own timeout for kafka-python to answer it (with the broker's response or
-#: its own timeout error) before the caller gives up waiting on it: see BrokerInfo._start.
+#: its own timeout error) before the caller gives up waiting on it: see RawClient._start.
 ANSWER_MARGIN_S = 5.0
 
 
@@ -79,7 +79,8 @@ def kafka_python_config(librdkafka: Mapping[str, Any]) -> dict[str, Any]:
     conf: dict[str, Any] = {"bootstrap_servers": str(librdkafka["bootstrap.servers"]).split(",")}
     for k, v in librdkafka.items():
         if k in _KAFKA_PYTHON_NAMES:
-            conf[_KAFKA_PYTHON_NAMES[k]] = str(v).upper() if k.startswith("sasl.mech") or k == "security.protocol" else v
+            conf[_KAFKA_PYTHON_NAMES[k]] = (str(v).upper() if k.startswith("sasl.mech") or k == "security.protocol"
+                                            else v)
         elif k in _PEM_PROPERTIES:
             conf[_PEM_PROPERTIES[k]] = _pem_file(str(v))
     if str(librdkafka.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
@@ -113,7 +114,7 @@ class Call:
 
 @dataclass
 class PendingFetch:
-    """Fetch requests sent (BrokerInfo.fetch_start), one per leader in this order, their answers to come until
+    """Fetch requests sent (RawClient.fetch_start), one per leader in this order, their answers to come until
     `deadline` (monotonic): per leader, the connection and the request's correlation id, or why it was not sent."""
 
     leaders: list[int]
@@ -121,8 +122,10 @@ class PendingFetch:
     deadline: float
 
 
-class BrokerInfo:
-    """One kafka-python admin client and the connection manager under it, opened on first use and closed by
+class RawClient:
+    """transcoder's raw Kafka client: the requests librdkafka does not expose (Fetch of stored record sets, Produce of
+    sealed batches, ListOffsets, the transaction protocol, DescribeLogDirs), over one kafka-python admin client and
+    the connection manager under it (and transcoder's own Fetch connections), opened on first use and closed by
     `close`."""
 
     def __init__(self, librdkafka: Mapping[str, Any], *, timeout_s: float = 30.0) -> None:
@@ -136,7 +139,7 @@ class BrokerInfo:
 
     def _net_client(self, **configs: Any) -> Any:
         """The admin client's network client (its `kafka_client` argument), made of a connection manager this
-        BrokerInfo keeps for its own requests."""
+        RawClient keeps for its own requests."""
         from kafka.net import KafkaConnectionManager, KafkaNetClient, NetworkSelector
 
         net = NetworkSelector(**configs)

@@ -21,7 +21,7 @@ from transcoder.kafka.admin import (
     wait_leaders,
 )
 from transcoder.kafka.clients import check_properties, connect_admin
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.pipeline import routes
 from transcoder.pipeline.routes import Plan
 
@@ -292,7 +292,7 @@ def prepare(config: Config, *, create: bool) -> Prepared:
         dst, _ = connect_admin(config.destination_cluster.librdkafka())
     else:
         dst = src
-    info = BrokerInfo(config.target_cluster.librdkafka())
+    info = RawClient(config.target_cluster.librdkafka())
     try:
         produce_version = info.max_produce_version()
     finally:

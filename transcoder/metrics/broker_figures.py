@@ -17,7 +17,7 @@ from transcoder.codecs import CODEC_OF_ID, broker_recompresses, stored_recompres
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
 from transcoder.kafka.admin import TopicShape, describe_configs, end_offsets
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.provisioning import Provision
 from transcoder.metrics.registry import Metrics
 from transcoder.pipeline.routes import Plan
@@ -48,8 +48,8 @@ class BrokerFigures:
         """Read the figures every interval until `lanes_done`; once `stop` is set, one last reading after
         every lane has drained. A reading the brokers do not answer is logged and tried next interval."""
         interval = self.config.metrics.disk_interval_s
-        src_info = BrokerInfo(self.config.cluster.librdkafka())
-        dst_info = BrokerInfo(self.config.target_cluster.librdkafka()) if self.config.destination_cluster else src_info
+        src_info = RawClient(self.config.cluster.librdkafka())
+        dst_info = RawClient(self.config.target_cluster.librdkafka()) if self.config.destination_cluster else src_info
         try:
             while True:
                 try:
@@ -68,7 +68,7 @@ class BrokerFigures:
             if dst_info is not src_info:
                 dst_info.close()
 
-    def read(self, src_info: BrokerInfo, dst_info: BrokerInfo) -> None:
+    def read(self, src_info: RawClient, dst_info: RawClient) -> None:
         """One reading: sizes, records, and the recompression checks, into these fields and the metrics."""
         m = self.metrics
         dests = self.dests
@@ -112,7 +112,7 @@ class BrokerFigures:
                             fix=f"kafka-configs --alter --entity-type topics --entity-name {name} "
                                 "--add-config compression.type=producer")
 
-    def _stored_codec(self, info: BrokerInfo, topic: str, partition: int, offset: int) -> int | None:
+    def _stored_codec(self, info: RawClient, topic: str, partition: int, offset: int) -> int | None:
         """Codec id of the stored batch holding `offset` (None when the broker has no leader for it now)."""
         md = self._dst_admin.list_topics(topic, timeout=10).topics[topic].partitions.get(partition)
         if md is None or md.leader < 0:

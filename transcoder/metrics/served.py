@@ -58,7 +58,8 @@ class Served:
             port = self.config.metrics.port
             if not port:
                 return None
-        self.endpoints = Endpoints(partial(exposition, self.metrics.registry), healthy=self.healthy, ready=self.ready, status=self.status)
+        self.endpoints = Endpoints(partial(exposition, self.metrics.registry), healthy=self.healthy, ready=self.ready,
+                                   status=self.status)
         bound = self.endpoints.start(self.config.metrics.host, port)
         log.info("endpoints_serving", port=bound, paths=["/metrics", "/healthz", "/readyz", "/status"])
         return bound

@@ -29,7 +29,7 @@ from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError
 from transcoder.kafka import offset_map_topic
 from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, wait_settled
 from transcoder.kafka.clients import client_config, connect_admin
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.migrate import gates, groups, verify
 from transcoder.migrate.lease import Lease
 from transcoder.migrate.plan import human_bytes, topic_facts
@@ -469,8 +469,8 @@ class Controller:
     def _savings(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Disk the copy saves against its source (bytes per record, measured on both topics as stored), and
         the network the moved groups saved so far (records they read from the copy since their cutover)."""
-        info = BrokerInfo(self.config.cluster.librdkafka())
-        dinfo = info if self.config.destination_cluster is None else BrokerInfo(self.config.target_cluster.librdkafka())
+        info = RawClient(self.config.cluster.librdkafka())
+        dinfo = info if self.config.destination_cluster is None else RawClient(self.config.target_cluster.librdkafka())
         try:
             src = topic_facts(self.src_admin, info, self.r.source, with_config=False)
             dst = topic_facts(self.dst_admin, dinfo, self.r.destination, with_config=False)
@@ -488,8 +488,8 @@ class Controller:
         network = per_record * read
         return {"measured": True, "source_bytes_per_record": sb, "destination_bytes_per_record": db,
                 "disk_saved_bytes": disk, "records_read_from_destination": read, "network_saved_bytes": network,
-                "line": f"savings: {sb:.1f} -> {db:.1f} B per record ({sb / db:.2f}x); disk {human_bytes(disk)} for the "
-                        f"{dst.records:,} records copied; network {human_bytes(network)} so far for the "
+                "line": f"savings: {sb:.1f} -> {db:.1f} B per record ({sb / db:.2f}x); disk {human_bytes(disk)} "
+                        f"for the {dst.records:,} records copied; network {human_bytes(network)} so far for the "
                         f"{read:,} records moved groups read from the copy"}
 
     def finish(self) -> dict[str, Any]:

@@ -89,7 +89,8 @@ class Lease:
     {owner, command, claim_offset, heartbeat_ms, lease_ms}. `acquire` refuses if another owner is live,
     else writes a claim (its offset is the claim offset), reads to the end again and holds only if it is now
     the live owner with the lowest claim offset; a loser deletes its claim. Of controllers acquiring at
-    once, at most one wins (exactly one, unless the winner's claim expires before it is read back). `heartbeat` re-reads, then renews with the same claim offset; `check` re-reads.
+    once, at most one wins (exactly one, unless the winner's claim expires before it is read back). `heartbeat`
+    re-reads, then renews with the same claim offset; `check` re-reads.
     A crashed controller's record expires after its lease_ms; another may then acquire, and a controller that
     comes back after that is fenced (its next `check`/`heartbeat` raises MigrationError).
 

@@ -20,7 +20,7 @@ from transcoder.config import Config, MigrationConfig
 from transcoder.errors import KafkaUnavailableError, TopicError, TranscoderError
 from transcoder.kafka.admin import TopicShape, describe, describe_configs, end_offsets
 from transcoder.kafka.clients import connect_admin
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.provisioning import zstd_problem
 from transcoder.migrate.groups import GroupView, describe_group, groups_on
 from transcoder.migrate.target import pick
@@ -306,7 +306,7 @@ def assemble(config: Config, target: Target, *, source: TopicFacts, destination:
 
 
 # ---------------------------------------------------------------- I/O: ask the clusters
-def topic_facts(admin: AdminClient, info: BrokerInfo, topic: str, *, with_config: bool) -> TopicFacts:
+def topic_facts(admin: AdminClient, info: RawClient, topic: str, *, with_config: bool) -> TopicFacts:
     shape = describe(admin, topic)
     if shape is None:
         return TopicFacts(topic, None, None, None, None, None)
@@ -327,7 +327,7 @@ def topic_facts(admin: AdminClient, info: BrokerInfo, topic: str, *, with_config
     return TopicFacts(topic, shape.partitions, replication, records, disk, ctype)
 
 
-def _produce_version(info: BrokerInfo) -> int | None:
+def _produce_version(info: RawClient) -> int | None:
     try:
         return info.max_produce_version()
     except (KafkaPythonError, TranscoderError, OSError):  # not asked: the zstd check says so
@@ -351,8 +351,8 @@ def make_plan(config: Config, destination: str | None, *, groups: list[str] | No
     src_admin, src_md = connect_admin(config.cluster.librdkafka())
     dst_admin = connect_admin(config.destination_cluster.librdkafka())[0] if config.destination_cluster else src_admin
     resolved = pick(config, routes.plan(config, src_md.topics), destination)
-    src_info = BrokerInfo(config.cluster.librdkafka())
-    dst_info = BrokerInfo(config.destination_cluster.librdkafka()) if config.destination_cluster else src_info
+    src_info = RawClient(config.cluster.librdkafka())
+    dst_info = RawClient(config.destination_cluster.librdkafka()) if config.destination_cluster else src_info
     try:
         source = topic_facts(src_admin, src_info, resolved.source, with_config=False)
         if not source.exists:

@@ -32,7 +32,7 @@ from transcoder.codecs import CODEC_OF_ID, CODECS
 from transcoder.errors import ConfigError, KafkaUnavailableError, TopicError
 from transcoder.kafka.admin import describe, describe_configs, end_offsets
 from transcoder.kafka.clients import connect_admin
-from transcoder.kafka.protocol import BrokerInfo
+from transcoder.kafka.protocol import RawClient
 from transcoder.metrics.registry import MigrationMetrics
 
 #: Windows a partition's byte budget is cut into, spread evenly over its offsets since the time.
@@ -366,12 +366,12 @@ def parse_partitions(value: str | None) -> list[int] | None:
 # -- Kafka I/O ---------------------------------------------------------------------------------------------
 
 
-def fetch_batches(info: BrokerInfo, topic: str, partition: int, offset: int, *, leader: int,
+def fetch_batches(info: RawClient, topic: str, partition: int, offset: int, *, leader: int,
                   max_bytes: int) -> list[StoredBatch]:
     """The stored batches from the one holding `offset` on, up to about `max_bytes` (at least one), in one raw
     Fetch to the leader (read_committed: up to the last stable offset); nothing decompressed.
 
-    The request is BrokerInfo.fetch_partition, as stored_codecs' (codec ids only); this one keeps every batch's
+    The request is RawClient.fetch_partition, as stored_codecs' (codec ids only); this one keeps every batch's
     offsets, record count and stored size, and marks transaction markers and aborted batches.
     """
     from kafka.record import MemoryRecords
@@ -445,7 +445,7 @@ class Watcher:
                 raise ConfigError(f"--partitions: topic {topic} has partitions 0..{shape.partitions - 1}, not "
                                   f"{','.join(map(str, missing))}", topic=topic)
         self.partitions = list(partitions) if partitions is not None else list(range(shape.partitions))
-        self._info = BrokerInfo(cluster)
+        self._info = RawClient(cluster)
 
     def sample(self, since_ms: int) -> TopicMix:
         """The mix of the records written at or after `since_ms`, per partition."""

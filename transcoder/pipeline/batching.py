@@ -70,7 +70,8 @@ class Accumulator(Generic[R]):
         batch = self._open.pop(tp)
         self._closed.setdefault(tp, deque()).append(batch.records)
 
-    def take(self, now: float, *, flush: bool = False, skip: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, list[R]]:
+    def take(self, now: float, *, flush: bool = False,
+             skip: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, list[R]]:
         """At most one batch per partition: a closed one, else an open one past its linger (or any, with flush).
 
         Partitions in `skip` (a batch of theirs is still in flight) are left alone.

@@ -4,8 +4,8 @@ their encoding as the map topic's entries, and exact translation of consumer-gro
 
 Pure logic, no Kafka (the map topic's I/O is kafka.offset_map_topic). The writer feeds `MapBuilder` one (source
 offset, destination offset) pair per delivered record, from the delivery reports; what it stores are *runs*: source
-offsets s..s+n-1 copied to destination offsets d..d+n-1. A run breaks wherever either side jumps (a compacted gap, a transaction
-marker or aborted record skipped, a batch of another producer in between, a record re-sent alone), so
+offsets s..s+n-1 copied to destination offsets d..d+n-1. A run breaks wherever either side jumps (a compacted gap,
+a transaction marker or aborted record skipped, a batch of another producer in between, a record re-sent alone), so
 the runs map every delivered record exactly, and a topic copied without gaps needs one run per flush.
 
 Translation rules (records may have several copies after an at-least-once replay, or none yet):

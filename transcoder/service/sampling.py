@@ -71,7 +71,8 @@ def take(window: Window, msgs: Iterable[Any], last_partition: int = -1) -> bool:
             continue  # delivered again after a rebalance: already in the window
         headers = m.headers()
         ts_type, ts = m.timestamp()
-        record = (m.key(), m.value(), tuple(headers) if headers else (), 0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+        record = (m.key(), m.value(), tuple(headers) if headers else (),
+                  0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
         size = record_size(record)
         if records and window.nbytes + size > limit:
             return True

@@ -1,4 +1,5 @@
-"""The Spark engine (`transcoder run --engine spark`, `transcoder evaluate --engine spark`): the only importer of pyspark.
+"""The Spark engine (`transcoder run --engine spark`, `transcoder evaluate --engine spark`): the only importer of
+pyspark.
 
 `engine` is the driver of a run: pre-flight and provisioning as the service does them, one streaming query per
 lane, metrics, health and /status. `sink` is the executor side: each task writes its records through the project's

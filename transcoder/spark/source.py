@@ -11,7 +11,8 @@ from transcoder.config import Config
 from transcoder.errors import ConfigError
 
 #: librdkafka properties whose Java-client name and meaning are the same.
-_SAME_IN_JAVA = frozenset({"security.protocol", "sasl.mechanism", "client.rack", "ssl.endpoint.identification.algorithm"})
+_SAME_IN_JAVA = frozenset({"security.protocol", "sasl.mechanism", "client.rack",
+                           "ssl.endpoint.identification.algorithm"})
 #: librdkafka properties translated for the Java client below; others are refused, named.
 _TRANSLATED = frozenset({"sasl.mechanisms", "sasl.username", "sasl.password", "ssl.ca.location"})
 #: The Java login module of each SASL mechanism that takes a username and password.

@@ -31,4 +31,5 @@ def test_tables_show_shares():
     assert table[2:4] == ["| `Lane._copy (lane.py)` | 55.6% |", "| `Producer_produce (cimpl.cpython-311.so)` | 44.4% |"]
     assert "| `thread (7001): lane-t.zstd` | 75% | 4% | 21% |" in table
     parts = parts_table({"consume": 1.0, "loop": 3.0}, records=500_000).splitlines()
-    assert parts[2:] == ["| loop | 3.00 | 6.00 | 75% |", "| consume | 1.00 | 2.00 | 25% |", "| all | 4.00 | 8.00 | 100% |"]
+    assert parts[2:] == ["| loop | 3.00 | 6.00 | 75% |", "| consume | 1.00 | 2.00 | 25% |",
+                         "| all | 4.00 | 8.00 | 100% |"]

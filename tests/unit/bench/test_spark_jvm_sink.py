@@ -113,7 +113,7 @@ def test_edge_records_are_mixed_in_at_fixed_places_and_leave_the_rest_alone():
 
     plain = list(itertools.islice(gen(), 2000))
     mixed = list(itertools.islice(edge_records(gen()), 2000))
-    changed = [i for i, (a, b) in enumerate(zip(plain, mixed)) if a != b]
+    changed = [i for i, (a, b) in enumerate(zip(plain, mixed, strict=False)) if a != b]
     assert changed == [250, 500, 750, 999, 1250, 1500, 1750, 1999]
     assert mixed[250].value is None and mixed[500].key == b"" and mixed[750].headers[-1] == ("trace", None)
     name, value = mixed[999].headers[-1]

@@ -46,7 +46,8 @@ def test_no_level_is_always_fine(codec):
 
 
 @pytest.mark.parametrize("codec,level", [
-    ("gzip", 0), ("gzip", 5), ("gzip", 9), ("lz4", 0), ("lz4", 12), ("zstd", 1), ("zstd", 3), ("zstd", 12), ("zstd", 13), ("zstd", 19), ("zstd", 22),
+    ("gzip", 0), ("gzip", 5), ("gzip", 9), ("lz4", 0), ("lz4", 12), ("zstd", 1), ("zstd", 3), ("zstd", 12),
+    ("zstd", 13), ("zstd", 19), ("zstd", 22),
 ])
 def test_levels_in_bounds(codec, level):
     assert check_level(codec, level) is None

@@ -169,7 +169,7 @@ def test_legacy_message_sets_become_v2_records(magic: int, compression: int):
     if magic == 0 and compression == 3:
         pytest.skip("lz4 in message format v0 carries a broken frame checksum (KAFKA-3160): not read")
     data, expected, off = b"", [], 200
-    for chunk in range(3):
+    for _ in range(3):
         builder = LegacyRecordBatchBuilder(magic, compression, 1 << 20)
         n = 4
         for i in range(n):

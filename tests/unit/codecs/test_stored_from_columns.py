@@ -20,10 +20,10 @@ def test_columns_read_back_record_by_record_with_their_offsets_gaps_included():
     s = stored_from_columns(offsets, keys, values, headers, stamps)
     assert s.offsets == offsets and s.next_offset == 41
     assert _records(s) == [(o, ts, k, v, list(h or [])) for o, ts, k, v, h in zip(offsets, stamps, keys, values,
-                                                                                     headers)]
+                                                                                     headers, strict=True)]
     # sizes as transcoder counts them everywhere: key + value + header names and values
     assert s.size == sum(len(k or b"") + len(v or b"") + sum(len(n) + len(x or b"") for n, x in h or [])
-                         for k, v, h in zip(keys, values, headers))
+                         for k, v, h in zip(keys, values, headers, strict=True))
     assert s.span(0, 6) == (5, 40, s.size)
 
 
@@ -31,7 +31,7 @@ def test_without_gaps_it_is_the_one_batch_a_producer_would_send():
     n = 1000
     keys, values = [f"k{i}".encode() for i in range(n)], [b"v" * (i % 50) for i in range(n)]
     s = stored_from_columns(list(range(300, 300 + n)), keys, values, [None] * n, list(range(n)))
-    one = decode_stored(encode_batch(list(zip(keys, values, [None] * n, range(n))), base_offset=300), 300)
+    one = decode_stored(encode_batch(list(zip(keys, values, [None] * n, range(n), strict=True)), base_offset=300), 300)
     assert _records(s) == _records(one)
 
 

@@ -30,7 +30,7 @@ def test_batch_larger_than_librdkafka_allows_is_refused(max_bytes):
         parse(_raw(max_bytes), source="t.yaml", environ={})
     msg = str(info.value)
     assert msg.startswith("t.yaml: routes.0.destinations.0.batch.max_bytes: ")
-    assert f"at most 999934464" in msg and "message.max.bytes" in msg and "\n" not in msg
+    assert "at most 999934464" in msg and "message.max.bytes" in msg and "\n" not in msg
 
 
 def test_batch_must_be_positive():

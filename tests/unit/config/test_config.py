@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 
 import pydantic
@@ -83,7 +83,8 @@ def test_batch_bounds(field, value):
 
 
 def test_batch_bounds_inclusive():
-    c = parse(make(dests=[{"codec": "zstd", "batch": {"max_bytes": 1, "max_records": 1_000_000, "linger_ms": 900_000}}]),
+    c = parse(make(dests=[{"codec": "zstd",
+                           "batch": {"max_bytes": 1, "max_records": 1_000_000, "linger_ms": 900_000}}]),
               environ={})
     b = c.routes[0].destinations[0].batch
     assert (b.max_bytes, b.max_records, b.linger_ms) == (1, 1_000_000, 900_000)
@@ -179,7 +180,8 @@ def test_exactly_one_of_source_or_pattern(route):
 
 def test_invalid_regex_is_refused():
     msg = error(make(routes=[{"source_pattern": "logs.(", "destinations": [{"codec": "zstd"}]}]))
-    assert msg.startswith("t.yaml: routes.0: source_pattern 'logs.(' is not a regex: missing ), unterminated subpattern")
+    assert msg.startswith("t.yaml: routes.0: source_pattern 'logs.(' is not a regex: missing ), "
+                          "unterminated subpattern")
 
 
 def test_valid_pattern_is_kept():
@@ -224,7 +226,8 @@ def test_tolerance_is_a_closed_set():
     (lambda r: r.update(rotues=[]), "rotues"),
     (lambda r: r["routes"][0].update(sorce="x"), "routes.0.sorce"),
     (lambda r: r["routes"][0]["destinations"][0].update(codex="zstd"), "routes.0.destinations.0.codex"),
-    (lambda r: r["routes"][0]["destinations"][0].update(batch={"max_byte": 1}), "routes.0.destinations.0.batch.max_byte"),
+    (lambda r: r["routes"][0]["destinations"][0].update(batch={"max_byte": 1}),
+     "routes.0.destinations.0.batch.max_byte"),
     (lambda r: r["cluster"].update(bootstrap="x"), "cluster.bootstrap"),
     (lambda r: r.update(errors={"dlq": "x"}), "errors.dlq"),
     (lambda r: r.update(metrics={"prot": 1}), "metrics.prot"),
@@ -246,9 +249,9 @@ def test_misspelt_codec_key_reports_missing_and_extra():
 @pytest.mark.parametrize("value,expected", [
     ("earliest", "earliest"),
     ("latest", "latest"),
-    ("2026-01-01T00:00:00Z", datetime(2026, 1, 1, tzinfo=timezone.utc)),
-    ("2026-01-01T10:30:00+02:00", datetime(2026, 1, 1, 8, 30, tzinfo=timezone.utc)),
-    (datetime(2026, 3, 1, tzinfo=timezone(timedelta(hours=-5))), datetime(2026, 3, 1, 5, tzinfo=timezone.utc)),
+    ("2026-01-01T00:00:00Z", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("2026-01-01T10:30:00+02:00", datetime(2026, 1, 1, 8, 30, tzinfo=UTC)),
+    (datetime(2026, 3, 1, tzinfo=timezone(timedelta(hours=-5))), datetime(2026, 3, 1, 5, tzinfo=UTC)),
 ])
 def test_start_accepted(value, expected):
     start = parse(make(start=value), environ={}).start
@@ -260,7 +263,7 @@ def test_start_accepted(value, expected):
 def test_start_from_yaml_timestamp_with_zone():
     raw = yaml.safe_load("cluster: {bootstrap_servers: k}\nroutes: [{source: a, destinations: [{codec: zstd}]}]\n"
                          "start: 2026-01-01T00:00:00Z\n")
-    assert parse(raw, environ={}).start == datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert parse(raw, environ={}).start == datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("value", ["2026-01-01T00:00:00", datetime(2026, 1, 1), date(2026, 1, 1), "2026-01-01"])
@@ -322,7 +325,8 @@ def test_env_reference_resolves_and_stays_hidden():
     assert c.cluster.librdkafka() == {**SASL, "sasl.password": "s3cr3t-pw-value", "bootstrap.servers": "k1:9092"}
     assert c.cluster.redacted() == {"bootstrap.servers": "k1:9092", **SASL, "sasl.password": "***"}
     assert list(c.cluster.redacted())[0] == "bootstrap.servers"
-    for text in (repr(c), str(c), c.model_dump_json(), repr(c.cluster), str(c.cluster.config), json.dumps(c.cluster.redacted())):
+    for text in (repr(c), str(c), c.model_dump_json(), repr(c.cluster), str(c.cluster.config),
+                 json.dumps(c.cluster.redacted())):
         assert "s3cr3t-pw-value" not in text
     assert json.loads(c.model_dump_json())["cluster"]["config"]["sasl.password"] == "**********"
 

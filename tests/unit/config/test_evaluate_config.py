@@ -67,7 +67,8 @@ def test_sample_bytes_default_is_the_destinations_batch_size_capped():
     ({"candidates": [{"codec": "zstd"}], "sample_bytes": 65 * 1024 * 1024},
      "t.yaml: evaluate.sample_bytes: Input should be less than or equal to 67108864"),
     ({"candidates": [{"codec": "zstd"}], "interval": 5}, "t.yaml: evaluate.interval: Extra inputs are not permitted"),
-    ({"candidates": [{"codec": "zstd", "lvl": 3}]}, "t.yaml: evaluate.candidates.0.lvl: Extra inputs are not permitted"),
+    ({"candidates": [{"codec": "zstd", "lvl": 3}]},
+     "t.yaml: evaluate.candidates.0.lvl: Extra inputs are not permitted"),
 ])
 def test_errors_name_the_path(evaluate, message):
     assert error(evaluate) == message

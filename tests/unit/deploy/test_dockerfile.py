@@ -1,4 +1,5 @@
-"""The service's Dockerfile: hadolint finds nothing in it, and the runtime stage is built from wheels, without compilers."""
+"""The service's Dockerfile: hadolint finds nothing in it, and the runtime stage is built from wheels, without
+compilers."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import datetime, timezone
-from itertools import islice
+from datetime import UTC, datetime
+from itertools import islice, pairwise
 
 import pytest
 
@@ -16,7 +16,8 @@ START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 NGINX_RE = re.compile(
-    r'^(?P<ip>[0-9a-f.:]+) - (?P<user>\S+) \[(?P<time>[^\]]+)\] "(?P<method>[A-Z]+) (?P<path>/\S*) (?P<proto>HTTP/[0-9.]+)" '
+    r'^(?P<ip>[0-9a-f.:]+) - (?P<user>\S+) \[(?P<time>[^\]]+)\] "(?P<method>[A-Z]+) (?P<path>/\S*) '
+    r'(?P<proto>HTTP/[0-9.]+)" '
     r'(?P<status>\d{3}) (?P<size>\d+) "(?P<referer>[^"]*)" "(?P<ua>[^"]*)"(?: (?P<rt>\d+\.\d{3}))?$'
 )
 DNS_RE = re.compile(
@@ -36,7 +37,7 @@ def take(kind: str, n: int, **kwargs) -> list[Record]:
 
 
 def utc(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(ms // 1000, tz=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_timestamps_are_monotone_from_start_with_the_asked_rate(kind):
     recs = take(kind, 4000, start_ms=START_MS + 12_345, events_per_second=eps)
     ts = [r.timestamp_ms for r in recs]
     assert ts[0] >= START_MS + 12_345
-    assert all(a <= b for a, b in zip(ts, ts[1:]))
+    assert all(a <= b for a, b in pairwise(ts))
     mean_gap = (ts[-1] - ts[0]) / (len(ts) - 1)
     assert 0.5 * (1000 / eps) < mean_gap < 2.0 * (1000 / eps)
     assert all(isinstance(t, int) for t in ts)
@@ -103,7 +104,8 @@ def test_nginx_values_have_realistic_sizes_and_mix():
 
 
 def test_nginx_error_lines(samples):
-    line = re.compile(r"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(warn|error|crit|notice|alert)\] (\d+)#\3: (?:\*(\d+) )?(.+)$")
+    line = re.compile(r"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(warn|error|crit|notice|alert)\] (\d+)#\3: "
+                      r"(?:\*(\d+) )?(.+)$")
     levels = Counter()
     conns: dict[str, list[int]] = {}
     for r in samples["nginx-error"]:
@@ -170,7 +172,7 @@ def test_metrics_are_line_protocol_with_the_record_time_in_ns(samples):
     assert {"cpu", "mem", "disk", "net", "system"} <= {k.split(",")[0] for k in series}
     # Random walks: consecutive CPU readings of a series stay close.
     steps = [abs(b["usage_user"] - a["usage_user"])
-             for k, vals in series.items() if k.startswith("cpu,") for a, b in zip(vals, vals[1:])]
+             for k, vals in series.items() if k.startswith("cpu,") for a, b in pairwise(vals)]
     assert steps and sum(steps) / len(steps) < 5.0
 
 

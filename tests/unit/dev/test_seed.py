@@ -7,8 +7,8 @@ import gzip
 import pytest
 
 from transcoder.dev.datagen import Record
-from transcoder.errors import ConfigError, InputError
 from transcoder.dev.seed import FileSource, SeedResult, generator_start_ms, record_size
+from transcoder.errors import ConfigError, InputError
 
 
 def test_lines_skip_blank_and_strip_newlines(tmp_path):

@@ -43,7 +43,7 @@ def test_a_repeated_failure_is_logged_at_once_then_every_30_s_with_a_count():
 
 
 class _Unreachable:
-    """A BrokerInfo whose metadata requests fail until `reachable` is set; produce always answers."""
+    """A RawClient whose metadata requests fail until `reachable` is set; produce always answers."""
 
     def __init__(self) -> None:
         self.reachable = threading.Event()
@@ -70,7 +70,8 @@ class _Unreachable:
     def produce_start(self, batches: Any, **kwargs: Any) -> dict[tuple[str, int], tuple[int, int]]:
         return self.produce(batches, **kwargs)  # answered at once: the answers are the "call"
 
-    def produce_answers(self, answers: dict[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    def produce_answers(self, answers: dict[tuple[str, int], tuple[int, int]]
+                        ) -> dict[tuple[str, int], tuple[int, int]]:
         return answers
 
     def close(self) -> None:
@@ -122,7 +123,7 @@ def test_kafka_python_reconnects_within_a_second_after_an_outage(monkeypatch: py
     import kafka.admin
 
     monkeypatch.setattr(kafka.admin, "KafkaAdminClient", FakeAdmin)
-    protocol.BrokerInfo({"bootstrap.servers": "a:9092"})._client()
+    protocol.RawClient({"bootstrap.servers": "a:9092"})._client()
     # kafka-python's default is 30 s: after a minute's outage the batch producer stayed cut off for up to 30 s more.
     assert made[0]["reconnect_backoff_max_ms"] <= 1000
 

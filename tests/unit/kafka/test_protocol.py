@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from transcoder.kafka.protocol import BrokerInfo, kafka_python_config
+from transcoder.kafka.protocol import RawClient, kafka_python_config
 
 
 @pytest.mark.parametrize("bootstrap,expected", [
@@ -69,15 +69,15 @@ def test_input_is_not_mutated():
     assert lib == {"bootstrap.servers": "a:1,b:2", "security.protocol": "ssl"}
 
 
-def test_broker_info_connects_lazily():
-    info = BrokerInfo({"bootstrap.servers": "unreachable.invalid:9092"})
+def test_raw_client_connects_lazily():
+    info = RawClient({"bootstrap.servers": "unreachable.invalid:9092"})
     assert info.partition_sizes([]) == {}
     assert info.topic_sizes([]) == {}
     info.close()  # nothing opened, nothing to close
 
 
 class _Manager:
-    """kafka-python's connection manager as BrokerInfo._start uses it: call_soon hands back a Future that this one
+    """kafka-python's connection manager as RawClient._start uses it: call_soon hands back a Future that this one
     completes only when told to (a request its I/O thread never answers)."""
 
     def __init__(self) -> None:
@@ -91,10 +91,10 @@ class _Manager:
         return self.future
 
 
-def _info_with(manager: _Manager, timeout_s: float) -> BrokerInfo:
+def _info_with(manager: _Manager, timeout_s: float) -> RawClient:
     from types import SimpleNamespace
 
-    info = BrokerInfo({"bootstrap.servers": "localhost:1"}, timeout_s=timeout_s)
+    info = RawClient({"bootstrap.servers": "localhost:1"}, timeout_s=timeout_s)
     info._admin, info._connections = SimpleNamespace(), manager  # as if opened: the admin client and its manager
     return info
 

@@ -91,7 +91,8 @@ def test_write_partition_registers_each_record_before_waiting_on_a_full_queue(mo
         return zstd(*a, **k)
 
     seen = []
-    monkeypatch.setattr(w, "poll", lambda timeout: seen.append({k: [o for o, _ in q] for k, q in w.ledger.pending.items()}))
+    monkeypatch.setattr(w, "poll",
+                        lambda timeout: seen.append({k: [o for o, _ in q] for k, q in w.ledger.pending.items()}))
     w.routes["s"] = [(lz4, "s.lz4"), (full_once, "s.zstd")]
     w.write_partition("s", 0, [0, 1, 2], [None] * 3, [b"a", b"b", b"c"], [None] * 3, [0, 0, 0], [1, 1, 1],
                       record_at=lambda i: Msg("s", 0, i))

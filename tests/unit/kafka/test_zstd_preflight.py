@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from transcoder import config
-from transcoder.pipeline import routes
 from transcoder.kafka.provisioning import zstd_problem
+from transcoder.pipeline import routes
 
 
 def _plan(codecs: list[str]) -> routes.Plan:

@@ -158,7 +158,8 @@ def test_a_changed_value_is_the_mismatch_and_verified_through_stops_at_it() -> N
     dest[107] = rec(value=b"also")
     r = run_range(source, runs, dest)
     assert r.mismatch is not None
-    assert (r.mismatch.partition, r.mismatch.source_offset, r.mismatch.dest_offset, r.mismatch.field) == (3, 4, 104, VALUE)
+    assert (r.mismatch.partition, r.mismatch.source_offset, r.mismatch.dest_offset,
+            r.mismatch.field) == (3, 4, 104, VALUE)
     assert r.mismatch.detail == "value differs (2 vs 8 bytes)"
     assert r.verified_through == 4 and r.compared == 4
 

@@ -61,6 +61,7 @@ def test_a_leader_that_never_comes_is_one_line_naming_the_topic(slept: list[floa
 
 def test_other_kafka_errors_are_one_line_at_once(slept: list[float]) -> None:
     read = reader(KafkaError._TRANSPORT)
-    with pytest.raises(KafkaUnavailableError, match=f"cannot read offset-map topic {CONF.offset_map_topic}: _TRANSPORT"):
+    with pytest.raises(KafkaUnavailableError,
+                       match=f"cannot read offset-map topic {CONF.offset_map_topic}: _TRANSPORT"):
         read_maps(CONF, "a.zstd", read=read)
     assert len(read.calls) == 1 and slept == []

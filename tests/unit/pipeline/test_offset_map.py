@@ -102,7 +102,8 @@ def test_entries_put_back_stay_in_front() -> None:
     assert b.take()[0].runs == (Run(0, 0, 1), Run(1, 1, 1))
 
 
-@pytest.mark.parametrize("value", [b"{}", b"not json", b'{"v": 2, "runs": []}', b'{"v":1,"source":"a","destination":"b",'
+@pytest.mark.parametrize("value", [b"{}", b"not json", b'{"v": 2, "runs": []}',
+                                   b'{"v":1,"source":"a","destination":"b",'
                                    b'"partition":0,"runs":[[0,0,0]]}'])
 def test_decode_refuses_what_is_not_an_entry(value: bytes) -> None:
     with pytest.raises(ValueError):

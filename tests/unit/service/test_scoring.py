@@ -108,7 +108,8 @@ def test_a_scored_window_goes_to_the_metrics_and_status():
     assert doc["sample"]["partition"] == 2 and doc["sample"]["first_offset"] == 100
     assert doc["current"]["label"] == "lz4" and doc["current"]["ratio"] == scores.current.ratio
     assert [c["label"] for c in doc["candidates"]] == ["zstd-9", "gzip"]
-    assert doc["candidates"][0]["sentence"].startswith(f"zstd-9 would store this topic {zstd.ratio / scores.current.ratio:.2f}× smaller for ")
+    assert doc["candidates"][0]["sentence"].startswith(f"zstd-9 would store this topic "
+                                                       f"{zstd.ratio / scores.current.ratio:.2f}× smaller for ")
 
 
 def test_a_scoring_error_is_logged_with_where_counted_and_shown_never_raised(monkeypatch):

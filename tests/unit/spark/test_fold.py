@@ -56,7 +56,7 @@ def test_a_failed_micro_batch_commits_nothing():
 class _Java:
     """The accessors of a py4j JVM throwable that java_failure reads."""
 
-    def __init__(self, name: str, message: str | None, cause: "_Java | None" = None) -> None:
+    def __init__(self, name: str, message: str | None, cause: _Java | None = None) -> None:
         self.name, self.message, self.cause = name, message, cause
 
     def getMessage(self): return self.message  # noqa: E704, N802

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
+from tests.support.configs import make_config
 from transcoder.kafka.statistics import Window
 from transcoder.spark.sink import COLUMNS, TallyMetrics, arrow_columns, arrow_records, executor_config
-from tests.support.configs import make_config
+
 
 def _batch(rows: list[tuple]) -> pa.RecordBatch:
     cols = list(zip(*rows, strict=True))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -67,7 +67,7 @@ def test_read_options_follow_start_and_the_spark_section():
     assert o == {"kafka.bootstrap.servers": "k:9092", "subscribe": "a,b", "includeHeaders": "true",
                  "kafka.isolation.level": "read_committed", "failOnDataLoss": "true", "startingOffsets": "earliest"}
     o = read_options(conf(start="2026-01-01T00:00:00Z", spark={"max_offsets_per_trigger": 5000}), ["a"])
-    start = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    start = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
     assert (o["startingTimestamp"], o["startingOffsetsByTimestampStrategy"], o["maxOffsetsPerTrigger"]) == (
         str(start), "latest", "5000")
     assert "startingOffsets" not in o

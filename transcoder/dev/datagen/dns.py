@@ -175,7 +175,7 @@ def generate_dns(ctx: StreamContext) -> Iterator[Record]:
 
     while True:
         times = clock.block()
-        for t, (ip, ip_b), category in zip(times, clients.block(rng), categories.block(rng)):
+        for t, (ip, ip_b), category in zip(times, clients.block(rng), categories.block(rng), strict=False):
             ms = int(t)
             a = category()
             edns = rnd()

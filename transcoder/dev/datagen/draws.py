@@ -6,6 +6,7 @@ import itertools
 import random
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -45,9 +46,9 @@ def lookup_table(dist: Distribution[T], size: int = TABLE_SIZE) -> list[T]:
     Every item keeps at least one slot, so shares are rounded to 1/size; the hot loops use this
     for small distributions whose weights are far coarser than that anyway.
     """
-    weights = [b - a for a, b in zip([0.0] + dist.cum[:-1], dist.cum)]
+    weights = [b - a for a, b in pairwise([0.0, *dist.cum])]
     exact = [w * size / dist.total for w in weights]
-    counts = [max(1, int(e)) if w > 0 else 0 for e, w in zip(exact, weights)]
+    counts = [max(1, int(e)) if w > 0 else 0 for e, w in zip(exact, weights, strict=True)]
     # Largest remainders fill the slots left over; ties go to the earlier item.
     by_remainder = sorted(range(len(counts)), key=lambda i: (int(exact[i]) - exact[i], i))
     short = size - sum(counts)
@@ -55,7 +56,7 @@ def lookup_table(dist: Distribution[T], size: int = TABLE_SIZE) -> list[T]:
         counts[i] += 1
     while sum(counts) > size:
         counts[max(range(len(counts)), key=lambda i: (counts[i], -i))] -= 1
-    return [item for item, c in zip(dist.items, counts) for _ in range(c)]
+    return [item for item, c in zip(dist.items, counts, strict=True) for _ in range(c)]
 
 
 def zipf_weights(n: int, s: float = 1.0) -> list[float]:

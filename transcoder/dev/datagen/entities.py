@@ -93,10 +93,10 @@ class _Accounts:
         rnd, encode, ids, countries, plans, tag_dist = self._rnd, self._encode, self._ids, _COUNTRY_MIX, _PLAN_MIX, _TAG_MIX
         country, _, locale, currency, cities, firsts, lasts, domains = countries.pick(rnd)
         first, last = firsts[int(rnd() * len(firsts))], lasts[int(rnd() * len(lasts))]
-        f, l = _ascii_fold(first).lower(), _ascii_fold(last).lower()
+        f, ln = _ascii_fold(first).lower(), _ascii_fold(last).lower()
         style = rnd()
-        local = (f"{f}.{l}" if style < 0.35 else f"{f}{l}{int(rnd() * 99)}" if style < 0.6 else
-                 f"{f[0]}{l}" if style < 0.75 else f"{f}_{l}{1960 + int(rnd() * 46)}" if style < 0.9 else f"{l}.{f}")
+        local = (f"{f}.{ln}" if style < 0.35 else f"{f}{ln}{int(rnd() * 99)}" if style < 0.6 else
+                 f"{f[0]}{ln}" if style < 0.75 else f"{f}_{ln}{1960 + int(rnd() * 46)}" if style < 0.9 else f"{ln}.{f}")
         domain = domains[min(int(len(domains) * rnd() * rnd() * 1.6), len(domains) - 1)]
         stable = encode({
             "id": ids[i], "name": f"{first} {last}", "email": f"{local}@{domain}", "country": country,
@@ -158,7 +158,7 @@ def generate_entities(ctx: StreamContext) -> Iterator[Record]:
 
     while True:
         times = clock.block()
-        for t, i in zip(times, ranks.block(rng)):
+        for t, i in zip(times, ranks.block(rng), strict=False):
             ms = int(t)
             iso = f"{now_text(ms // 1000)}.{ms % 1000:03d}Z"
             if rnd() < _TOMBSTONE_SHARE:

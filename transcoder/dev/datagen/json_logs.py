@@ -77,7 +77,7 @@ def generate_json_logs(ctx: StreamContext) -> Iterator[Record]:
 
     while True:
         times = clock.block()
-        for t, h in zip(times, host_dist.block(rng)):
+        for t, h in zip(times, host_dist.block(rng), strict=False):
             ms = int(t)
             us = micros(t, ms)
             un = h.units.pick(rnd)

@@ -113,7 +113,7 @@ def generate_nginx(ctx: StreamContext) -> Iterator[Record]:
 
     while True:
         times = clock.block()
-        for t, route, client in zip(times, routes.block(rng), clients.block(rng)):
+        for t, route, client in zip(times, routes.block(rng), clients.block(rng), strict=False):
             ms = int(t)
             if ms // 1000 != last_sec:
                 last_sec = ms // 1000

@@ -180,7 +180,7 @@ def generate_nginx_error(ctx: StreamContext) -> Iterator[Record]:
     while True:
         times = clock.block()
         for t, (host, master, workers), (level, template, has_conn) in zip(
-                times, machine_dist.block(rng), templates.block(rng)):
+                times, machine_dist.block(rng), templates.block(rng), strict=False):
             ms = int(t)
             if template is None:
                 pid = master

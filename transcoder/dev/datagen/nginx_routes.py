@@ -120,8 +120,8 @@ def _referers(pool: random.Random) -> tuple[Distribution[str], Distribution[str]
     internal += [f"{ORIGIN}/search?q={t}" for t in SEARCH_TERMS[:6]]
     pool.shuffle(internal)
     ref_internal = zipf(internal, 1.0)
-    mixed = [(r, w * 0.6) for r, w in zip(internal, zipf_weights(len(internal)))]
-    mixed += [(r, w * 0.4 * 3.0) for r, w in zip(_EXTERNAL_REFERERS, zipf_weights(len(_EXTERNAL_REFERERS), 1.4))]
+    mixed = [(r, w * 0.6) for r, w in zip(internal, zipf_weights(len(internal)), strict=True)]
+    mixed += [(r, w * 0.4 * 3.0) for r, w in zip(_EXTERNAL_REFERERS, zipf_weights(len(_EXTERNAL_REFERERS), 1.4), strict=True)]
     return ref_internal, weighted(mixed)
 
 
