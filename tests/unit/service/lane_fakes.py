@@ -68,6 +68,9 @@ class FakeWriter:
         self.commit_error: KafkaError | None = None
         #: record sets: a batch of the open transaction failed
         self.doomed = False
+        #: set by every abort_transaction; `after_abort` (a test's) runs after each
+        self.aborted = threading.Event()
+        self.after_abort: Callable[[], None] | None = None
 
     def write(self, msgs: list[Record], on_error: Callable[[Any], None]) -> tuple[int, int]:
         for m in msgs:
@@ -125,6 +128,9 @@ class FakeWriter:
     def abort_transaction(self, timeout: float, retrying: Any = None) -> None:
         self.events.append("abort_transaction")
         self.ledger.reset()
+        self.aborted.set()
+        if self.after_abort is not None:
+            self.after_abort()
 
 
 class ScriptedConsumer:

@@ -115,15 +115,8 @@ def test_exactly_once_an_aborted_transaction_reads_its_partitions_again_from_the
         return records(P0, range(4)) + records(P1, range(100, 104))
 
     consumer.script = [lambda c: c.rebalance("assign", [P0, P1]), read_then_fail_the_commit]
-    aborted = threading.Event()
-    original = writer.abort_transaction
-
-    def abort(timeout: float, retrying: Any = None) -> None:
-        original(timeout, retrying)
-        aborted.set()
-        writer.commit_error = None
-
-    writer.abort_transaction = abort  # type: ignore[method-assign]
+    aborted = writer.aborted
+    writer.after_abort = lambda: setattr(writer, "commit_error", None)
     for _ in range(500):  # until the loop's commit (commit_interval_ms: 50) failed
         consumer.script.append(lambda c: None if aborted.is_set() else threading.Event().wait(0.01))
     the_lane.run(stop)

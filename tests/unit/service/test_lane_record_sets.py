@@ -32,15 +32,8 @@ def test_exactly_once_a_failed_batch_aborts_and_the_partition_is_fetched_again_f
     the_lane, consumer, writer, events, stop = lane(hot_path="batches", guarantee="exactly-once",
                                                     commit_interval_ms=50)
     fetcher: Any = the_lane.fetcher
-    aborted = threading.Event()
-    original = writer.abort_transaction
-
-    def abort(timeout: float, retrying: Any = None) -> None:
-        original(timeout, retrying)
-        aborted.set()
-        writer.doomed = False
-
-    writer.abort_transaction = abort  # type: ignore[method-assign]
+    aborted = writer.aborted
+    writer.after_abort = lambda: setattr(writer, "doomed", False)
 
     def read_ten_in_a_doomed_transaction(c: ScriptedConsumer) -> None:
         fetcher.log[P0] = list(range(10))
