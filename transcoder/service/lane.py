@@ -267,6 +267,14 @@ class Lane:
         # Nothing may leave a rebalance callback: confluent-kafka raises a failure in it from poll() as a bare
         # KafkaError, which is no exception class (no `except` catches it, the lane's thread dies with a raw
         # traceback). It is raised again from the loop instead, as the other callbacks' are.
+        if self._revoke_error is not None:
+            # An earlier callback of the same poll failed (a fenced producer found on losing its partitions): the
+            # loop raises it next. Nothing of this assignment is begun: no transactional id taken back, no
+            # "partitions_assigned" for a lane that is about to stop.
+            log.warning("assignment_skipped", lane=self.spec.name, partitions=show((p.topic, p.partition)
+                                                                                  for p in partitions),
+                        reason=str(self._revoke_error))
+            return
         try:
             self._assign(consumer, partitions)
         except BaseException as exc:  # noqa: BLE001 - raised again from the loop

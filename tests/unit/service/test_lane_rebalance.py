@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from tests.unit.service.lane_fakes import (
@@ -17,6 +18,7 @@ from tests.unit.service.lane_fakes import (
     lane,
     records,
 )
+from transcoder.errors import DeliveryError
 from transcoder.pipeline.partitions import Partition
 
 
@@ -124,3 +126,25 @@ def test_exactly_once_an_aborted_transaction_reads_its_partitions_again_from_the
     assert after[0] == "abort_transaction"
     assert set(after[1:3]) == {("seek", P0, 0), ("seek", P1, 100)}  # the first offset read; the group's commit
     assert commits(events) == [[("src", 0, 0)]]  # the shutdown's: where P0 is read again; P1 is where committed
+
+
+def test_a_lane_fenced_while_losing_its_partitions_takes_no_new_assignment_and_stops_saying_so():
+    # A paused instance woken after another took its transactional id over: one poll serves the loss (whose abort
+    # finds the producer fenced) and the group's new assignment. Seen in a fresh-clone CI: the lane began
+    # transactions again and logged partitions_assigned, and failed only at its next shutdown.
+    the_lane, consumer, writer, events, stop = lane(guarantee="exactly-once", commit_interval_ms=50)
+
+    def fenced(timeout: float, retrying: Any = None) -> None:
+        events.append("abort_transaction")
+        raise DeliveryError("lane l: could not abort a transaction: another instance took over transactional.id t")
+
+    def lost_then_assigned(c: ScriptedConsumer) -> None:
+        writer.abort_transaction = fenced  # type: ignore[method-assign]
+        c.rebalance("lost", [P0, P1])
+        c.rebalance("assign", [P0, P1])
+
+    consumer.script = [lambda c: c.rebalance("assign", [P0, P1]), lost_then_assigned]
+    with pytest.raises(DeliveryError, match="another instance took over"):
+        the_lane.run(stop)
+    assert events.count("begin_transactions") == 1  # the first assignment's only
+    assert the_lane.status.assigned == []
