@@ -316,6 +316,39 @@ def test_sigterm_drains_and_commits_what_was_copied(kafka, topic_factory, admin,
     assert sum(dest_ends.values()) < 60000
 
 
+def test_sigterm_while_starting_up_stops_cleanly_before_copying(kafka, topic_factory, admin, tmp_path):
+    """SIGTERM before the service exists (here: while its config, a FIFO, is being read) is kept, not the default
+    action: exit 0, nothing copied. It was -15, killed by the signal, nothing said (a joining instance of the
+    rebalance storm, started on a busy machine, signalled 4 s later)."""
+    source = topic_factory(partitions=1)
+    assert run_cli("seed", "--kind", "nginx", "--count", "100", "--topic", source, "-b", kafka.bootstrap
+                   ).returncode == 0
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    p = _start(str(fifo))
+    deadline = time.monotonic() + 60
+    while True:  # opening the FIFO for writing succeeds once transcoder opened it to read its config
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()[1]
+            time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    try:
+        os.write(fd, yaml.safe_dump(raw_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}]))
+                 .encode())
+    except BrokenPipeError:
+        pass  # the old code: killed by the signal, nobody reads
+    finally:
+        os.close(fd)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert '"event": "stop_asked_during_start_up"' in err and "Traceback" not in err
+    assert _dest_count(admin, f"{source}.lz4") == 0
+
+
 def test_a_slow_isolated_lane_does_not_slow_the_others(kafka, topic_factory, admin):
     source = topic_factory(partitions=2)
     assert run_cli("seed", "--kind", "nginx", "--bytes", "8MB", "--topic", source, "-b", kafka.bootstrap

@@ -114,6 +114,12 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
 
     import structlog
 
+    # A signal while the config is read and the engine built (a slow start: a busy node, a config on a slow mount)
+    # is kept, not left to the default action (killed by the signal, nothing said): the service stops as soon as it
+    # exists, having copied nothing, and exits 0 as after any SIGTERM.
+    asked: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: asked.append(signum))
     conf = _load_config(config_path)
     service = _engine(conf, engine, master)
     conf = service.config
@@ -124,6 +130,10 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if asked:
+        log.info("stop_asked_during_start_up", signal=signal.Signals(asked[0]).name,
+                 note="the service stops at once: nothing is copied")
+        service.stop()
     log.info("service_starting", config=str(config_path), cluster=conf.cluster.redacted(), lanes=conf.lanes,
              until_caught_up=until_caught_up, engine=engine)
     service.serve()
