@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Test processes of `make test`, each with its own broker: most tests wait on Kafka more than they compute.
+TEST_WORKERS ?= 4
 
 .PHONY: venv kafka-jars lint test unit demo bench clean
 
@@ -26,10 +28,11 @@ lint: venv
 	$(BIN)/ruff check .
 
 # The whole suite: the import rules, unit tests, then integration tests against a real broker the session starts;
+# in TEST_WORKERS processes (pytest-xdist), each with a broker of its own; every Spark test in one of them;
 # then, in a session of its own, legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1,
 # copied to a modern broker; Kafka 3.9 is fetched from Maven Central into ~/.cache/transcoder on first use).
 test: venv kafka-jars lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 	$(BIN)/python -m pytest tests/legacy
 
 # Start a local Kafka, seed 250 MB of nginx access logs, copy them into one topic per codec,

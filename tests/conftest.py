@@ -19,6 +19,7 @@ from tests.support.cluster import Cluster, free_port
 from tests.support.proxy import Proxy
 from tests.support.records import read_messages
 from transcoder.dev.local_kafka import LocalKafka
+from transcoder.kafka.admin import wait_leaders
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
@@ -32,6 +33,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if "spark" in names or (callspec is not None and callspec.params.get("engine") == "spark"):
             item.add_marker(pytest.mark.spark)
+            # in parallel runs (make test: pytest-xdist, --dist loadgroup) one worker runs every Spark test, in one
+            # SparkSession, instead of a JVM of Spark's per worker
+            item.add_marker(pytest.mark.xdist_group("spark"))
+    if hasattr(config, "workerinput"):  # an xdist worker: the longest work first, the unit tests fill the end
+        items.sort(key=lambda item: 0 if item.get_closest_marker("spark") else
+                   1 if item.get_closest_marker("kafka") else 2)
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +118,7 @@ def admin(kafka: Cluster) -> AdminClient:
 
 @pytest.fixture
 def topic_factory(admin: AdminClient, request: pytest.FixtureRequest) -> Callable[..., str]:
-    """Create a fresh, uniquely named topic: topic_factory(partitions=3, config={...})."""
+    """Create a fresh, uniquely named topic, every partition led: topic_factory(partitions=3, config={...})."""
     base = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name)[:80]
 
     def make(partitions: int = 1, config: dict[str, str] | None = None, name: str | None = None) -> str:
@@ -119,6 +126,9 @@ def topic_factory(admin: AdminClient, request: pytest.FixtureRequest) -> Callabl
         fut = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
                                             config=config or {})], operation_timeout=30)[topic]
         fut.result()
+        # every partition led and answering, as transcoder waits for a topic it created: a write a moment after
+        # CreateTopics can otherwise meet NOT_LEADER_OR_FOLLOWER (seen on a busy machine: test_stored_batches)
+        wait_leaders(admin, topic)
         return topic
 
     return make
