@@ -1,0 +1,276 @@
+"""A lane's watch over its sources: topics deleted and recreated (topic ids, KIP-516), and records lost before they
+were copied (retention or DeleteRecords overtaking the lane, a recreated topic, a recreation found from the offset
+map between runs). Every loss is one line naming topic, partition and offsets, counted in
+transcoder_source_records_lost_total, marked in the offset map (verify and cutover see the gap), and per
+on_source_loss stops the lane (`error`, raised once the lane committed what it copied) or goes on.
+
+Runs on the lane's thread, as part of the lane (`Lane.watch`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+from confluent_kafka import KafkaError, TopicPartition
+
+from transcoder.errors import TopicError, TranscoderError
+from transcoder.kafka import offset_map_topic as offset_map
+from transcoder.kafka.fetcher import SourceLoss
+from transcoder.kafka.topic_ids import GONE, TopicIds
+from transcoder.pipeline.partitions import Partition, show
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
+    from transcoder.config import Config
+    from transcoder.kafka.writer import Writer
+    from transcoder.metrics.registry import LaneMetrics
+    from transcoder.pipeline.ledger import Ledger
+    from transcoder.pipeline.routes import LaneSpec
+    from transcoder.service.checkpoint import Checkpoint
+    from transcoder.service.copy_paths import CopyPath
+
+log = structlog.get_logger("transcoder.lane")
+
+
+class Lane(Protocol):
+    """What the source watch reads of its lane (service.lane.Lane), on the lane's thread."""
+
+    spec: LaneSpec
+    config: Config
+    metrics: LaneMetrics
+    writer: Writer
+    ledger: Ledger
+    checkpoint: Checkpoint
+    path: CopyPath
+    assigned: set[Partition]
+    eos: bool
+
+    def position(self, tp: Partition) -> int | None: ...
+
+
+class SourceWatch:
+    """The sources' topic ids, asked on assignment, at each metadata refresh interval (`every_s`), and at once where
+    a read finds a topic unknown; each partition's highest end seen and where the lane was when it let one go."""
+
+    def __init__(self, lane: Lane, topic_ids: TopicIds, every_s: float) -> None:
+        self.lane = lane
+        self._topic_ids = topic_ids
+        self._ids: dict[str, str] = {}
+        self._every = every_s
+        self._due = 0.0
+        #: each source partition's highest end seen (for a recreated topic: the old topic's last end seen) and,
+        #: once released, where the lane was in it
+        self._max_end: dict[Partition, int] = {}
+        self._released_at: dict[Partition, int] = {}
+        #: partitions of a source found deleted: not read (by name: a topic recreated meanwhile would be read from
+        #: the old one's position) until its id is known again
+        self._gone: set[Partition] = set()
+        #: on_source_loss: stop: the loss that stops the lane (raised once it has committed what it copied)
+        self.error: TranscoderError | None = None
+
+    def tick(self, now: float) -> None:
+        """From the loop: the sources' ids asked each metadata refresh interval (sooner, at most once a second,
+        after a read found a topic unknown), the answers taken without waiting."""
+        answers = self._topic_ids.answers()
+        if answers:
+            self.check(answers)
+        hint = self.lane.path.unknown_topics()
+        if now >= self._due or (hint and now >= self._due - self._every + 1):
+            hint.clear()
+            self._topic_ids.ask({t for t, _ in self.lane.assigned})
+            self._due = now + self._every
+
+    def assigning(self, tps: list[Partition]) -> set[Partition]:
+        """Partitions being assigned whose topic was recreated since the lane saw it (each a loss, reported)."""
+        return self.check(self._topic_ids.now({t for t, _ in tps}), assigning=tps)
+
+    def recreated(self, topics: list[str], at: dict[Partition, int]) -> set[Partition]:
+        """A read found a position out of range (`at`): whether the topic was recreated (reported as such)."""
+        return self.check(self._topic_ids.now(topics), at=at)
+
+    def fetch_loss(self, loss: SourceLoss) -> None:
+        """A loss a Fetch found: a recreated topic is reported as such, any other through `lost`."""
+        if loss.records is None and self.recreated([loss.topic], at={(loss.topic, loss.partition): loss.offset}):
+            return
+        self.lost(loss)
+
+    def seen_end(self, tp: Partition, end: int) -> None:
+        self._max_end[tp] = max(self._max_end.get(tp, -1), end)
+
+    def release(self, tps: list[Partition]) -> None:
+        """Partitions the lane lets go: where it was (a topic recreated meanwhile is reported from there)."""
+        self._gone.difference_update(tps)
+        for tp in tps:
+            at = self.lane.position(tp)
+            if at is not None:
+                self._released_at[tp] = at
+
+    def unknown_topic(self, err: KafkaError) -> bool:
+        """The consumer found a source unknown: deleted? Recreated or not, the topic id checks (soon) tell."""
+        gone = [t for t in self._ids if t in err.str()]
+        if gone:
+            log.warning("source_topic_unknown", lane=self.lane.spec.name, topics=gone, error=err.str(),
+                        note="deleted? a topic recreated under the same name is a loss (source_records_lost)")
+            self._due = 0.0
+        return bool(gone)
+
+    def check(self, ids: dict[str, str], assigning: Iterable[Partition] = (),
+              at: dict[Partition, int] | None = None) -> set[Partition]:
+        """Topics whose id changed since the lane first saw them (deleted and recreated): each partition the lane
+        holds (or is being assigned: `assigning`) is a loss, reported through `lost`. Returns them. `at`: the lane's
+        position in a partition, where it is known better than now (an offset found out of range)."""
+        lane = self.lane
+        lost: set[Partition] = set()
+        assigning = set(assigning)
+        for topic, new in sorted(ids.items()):
+            old = self._ids.get(topic)
+            if new == GONE:  # deleted: whether it comes back under a new id is seen at the next check (1 s)
+                gone = {tp for tp in lane.assigned if tp[0] == topic} - self._gone
+                if old is not None and gone:
+                    self._gone.update(gone)
+                    lane.path.hold(gone, True)
+                    log.warning("source_topic_deleted", lane=lane.spec.name, topic=topic, topic_id=old,
+                                partitions=show(sorted(gone)), note="not read until the topic is back: a topic "
+                                "recreated under the same name is a loss (source_records_lost)")
+                self._due = min(self._due, time.monotonic() + 1)
+                continue
+            self._ids[topic] = new
+            back = {tp for tp in self._gone if tp[0] == topic}
+            if back:
+                self._gone -= back
+                if old == new and back & lane.assigned:
+                    lane.path.hold(back & lane.assigned, False)
+            if old is None or old == new:
+                continue
+            for tp in sorted(tp for tp in lane.assigned | assigning if tp[0] == topic):
+                pos = (at or {}).get(tp)
+                if pos is None and tp not in assigning:
+                    pos = lane.position(tp)
+                if pos is None:
+                    pos = self._released_at.get(tp)
+                seen = max(self._max_end.pop(tp, -1), pos if pos is not None else -1)  # what it read, at least
+                self._released_at.pop(tp, None)
+                self.lost(SourceLoss(topic, tp[1], pos if pos is not None else 0, 0, 0, topic_id=old, new_topic_id=new,
+                                     seen_end=seen if pos is not None else -1))
+                lost.add(tp)
+                if lane.config.on_source_loss == "stop":
+                    lane.checkpoint.withheld.add(tp)
+                    if tp in lane.assigned:
+                        lane.path.hold({tp}, True)
+                elif tp not in assigning:
+                    self._restart(tp)
+        return lost
+
+    def recreated_by_map(self, consumer: Consumer, fresh: list[Partition]) -> set[Partition]:
+        """Partitions the group never committed (Kafka deletes a group's offsets with the topic) whose offset map
+        holds a source offset at or past the partition's end now: the topic was recreated since they were copied
+        (the lane that copied them stopped before it saw that). A loss, its count unknown; returns them."""
+        lane = self.lane
+        lost: set[Partition] = set()
+        maps: dict[str, dict[int, Any]] = {}
+        for tp in sorted(fresh):
+            for dest in lane.ledger.destinations_of.get(tp[0], ()):
+                if dest not in maps:
+                    try:
+                        maps[dest] = offset_map.read(lane.config, dest, timeout=30)[0]
+                    except TopicError:  # no map topic yet: nothing copied to compare with
+                        maps[dest] = {}
+                pm = maps[dest].get(tp[1])
+                end = pm.source_end if pm else None
+                if end is None:
+                    continue
+                high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1]
+                if end - 1 < high:
+                    continue
+                self.lost(SourceLoss(tp[0], tp[1], end, 0, high, topic_id="(not recorded)",
+                                     new_topic_id=self._ids.get(tp[0], "(unknown)"), by_map=True))
+                lost.add(tp)
+                if lane.config.on_source_loss == "stop":
+                    lane.checkpoint.withheld.add(tp)
+                break
+        return lost
+
+    def _restart(self, tp: Partition) -> None:
+        """on_source_loss: continue, a partition the lane holds whose topic was recreated: what was read of the
+        old topic is delivered, and the new topic is read from its start (nothing of the old one committed to it)."""
+        lane = self.lane
+        if not lane.eos:
+            lane.writer.drain(lane.config.shutdown_timeout_s)
+        lane.ledger.forget([tp])
+        lane.checkpoint.restart(tp)
+        lane.path.restart(tp)
+
+    def lost(self, loss: SourceLoss) -> None:
+        """Records the lane needs are gone from the source: one line naming them, the counter, the offset map's
+        gap (verify and cutover see it), and on_source_loss: stop ends the lane once it committed what it copied."""
+        if loss.recreated:
+            self._recreated_lost(loss)
+            return
+        lane = self.lane
+        n = loss.records
+        where = f"{loss.topic} [{loss.partition}]"
+        what = (f"source records {loss.offset}..{loss.first - 1} of {where} ({n}) were deleted before they were "
+                "copied (retention or DeleteRecords overtook the lane)" if n is not None else
+                f"{where} ends at offset {loss.end}, before the lane's position {loss.offset} (truncated, or the "
+                f"topic deleted and recreated): records from {loss.offset} on were lost before they were copied")
+        stop = lane.config.on_source_loss == "stop"
+        log.error("source_records_lost", lane=lane.spec.name, topic=loss.topic, partition=loss.partition,
+                  offset=loss.offset, first_offset=loss.first, end_offset=loss.end, records_lost=n,
+                  on_source_loss=lane.config.on_source_loss,
+                  note=what + ("; the lane stops (on_source_loss: stop)" if stop else
+                               f"; copying on from offset {loss.first} (on_source_loss: continue)"))
+        if n:
+            lane.metrics.source_records_lost(loss.topic, loss.partition, n)
+        self._store_gap(loss, loss.first if n is not None else loss.offset + 1)
+        if stop and self.error is None:
+            self.error = TranscoderError(
+                f"lane {lane.spec.name}: {what}; stopped (on_source_loss: stop): to copy on from offset {loss.first}, "
+                "run once with on_source_loss: continue", topic=loss.topic, partition=loss.partition,
+                offset=loss.offset)
+
+    def _recreated_lost(self, loss: SourceLoss) -> None:
+        """`lost` for a topic deleted and recreated (a new topic id)."""
+        lane = self.lane
+        n = loss.records
+        where = f"{loss.topic} [{loss.partition}]"
+        stop = lane.config.on_source_loss == "stop"
+        what = (f"source topic recreated: its earlier records were not all known to be copied: the offset map of "
+                f"{where} holds source offsets up to {loss.offset - 1}, at or past its end now ({loss.end}), and the "
+                "group has no committed offset (Kafka deleted it with the topic)" if loss.by_map else
+                f"source topic {loss.topic} was deleted and recreated (topic id {loss.topic_id} is now "
+                f"{loss.new_topic_id}): {where} was at offset {loss.offset}; "
+                + (f"the old topic's last end seen was {loss.seen_end}: records {loss.offset}..{loss.seen_end - 1} "
+                   f"({n}) were lost before they were copied (and any written after that end)" if n else
+                   f"the old topic's last end seen was {loss.seen_end}: no record seen was left uncopied (any written "
+                   "after that end were lost)" if n == 0 else
+                   "its end was never seen: how many records were lost is unknown"))
+        log.error("source_records_lost", lane=lane.spec.name, topic=loss.topic, partition=loss.partition,
+                  offset=loss.offset, topic_id=loss.topic_id, new_topic_id=loss.new_topic_id,
+                  last_end_offset=loss.seen_end if loss.seen_end >= 0 else None,
+                  records_lost=n if n is not None else "unknown", on_source_loss=lane.config.on_source_loss,
+                  note=what + ("; the lane stops (on_source_loss: stop)" if stop else
+                               "; copying the new topic from its start (on_source_loss: continue)"))
+        if n:
+            lane.metrics.source_records_lost(loss.topic, loss.partition, n)
+        if n != 0:
+            self._store_gap(loss, loss.seen_end if n is not None else loss.offset + 1)
+        if stop and self.error is None:
+            self.error = TranscoderError(
+                f"lane {lane.spec.name}: {what}; stopped (on_source_loss: stop), nothing committed for the new "
+                "topic: to copy it from its start, run once with on_source_loss: continue", topic=loss.topic,
+                partition=loss.partition, offset=loss.offset)
+
+    def _store_gap(self, loss: SourceLoss, hi: int) -> None:
+        """Migrations: the offset map's gap [loss.offset, hi) for each destination of the topic."""
+        lane = self.lane
+        if lane.config.migration is not None:
+            offset_map.store_lost(lane.config, [(loss.topic, d, loss.partition, loss.offset, hi)
+                                                for d in lane.ledger.destinations_of.get(loss.topic, ())],
+                                  lane.config.shutdown_timeout_s)
+
+    def close(self) -> None:
+        self._topic_ids.close()
