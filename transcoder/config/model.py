@@ -152,7 +152,10 @@ class Batch(_Model):
 
     #: librdkafka's largest message.max.bytes (its batch.size may be larger, but no batch outgrows this).
     LIBRDKAFKA_MAX_MESSAGE_BYTES: ClassVar[int] = 1_000_000_000
-    #: What the writer's producer adds to max_bytes for its message.max.bytes (kafka.writer.producer_config).
+    #: The room a producer's message.max.bytes keeps above its batch.size (max_bytes): librdkafka bounds a whole
+    #: ProduceRequest by message.max.bytes, so a full batch needs room for the request's own framing (request
+    #: header, client and transactional ids, topic and partition) too. A producer of this batch sets
+    #: message.max.bytes to max_bytes + this (or more).
     PRODUCER_MARGIN_BYTES: ClassVar[int] = 65_536
     #: The largest max_bytes: a producer with more would be refused by librdkafka, after topics were created.
     MAX_BYTES: ClassVar[int] = LIBRDKAFKA_MAX_MESSAGE_BYTES - PRODUCER_MARGIN_BYTES

@@ -1,0 +1,172 @@
+"""The exactly-once writer's transactional calls (transcoder.kafka.writer.Writer holds one `WriterTransactions`):
+starting transactions on a new transactional producer, committing with the consumer's offsets, aborting, releasing
+the group's pending offsets, each asked again while the coordinator is unreachable, and the one error that says
+why a transaction stopped (fenced by another instance, or failed for good).
+
+The producer (librdkafka's, or transcoder's BatchProducer: the same calls) is the writer's: each call is handed it.
+What a transaction holds (the records' ledger entries, failures, open batches, the offset map) is the writer's too:
+it delivers them before a commit and forgets them after an abort, around these calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from transcoder.errors import DeliveryError, TranscoderError
+from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.failure_log import FailureLog
+
+#: Errors with which Kafka tells a transactional producer that a newer one with its transactional.id took over.
+FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+
+
+#: One transaction call (commit, abort) waits at most this long before it is asked again (up to the deadline of
+#: the call's whole retry): a lane whose commit waits on an unreachable coordinator says so (readiness 503) within
+#: seconds, not after shutdown_timeout_s.
+TXN_CALL_TIMEOUT_S = 2.0
+
+TransactionalProducer = Producer | BatchProducer
+
+
+class WriterTransactions:
+    """The transactions of one writer's transactional producer (exactly-once: one destination per lane)."""
+
+    def __init__(self, name: str, transaction_timeout_ms: int, *, logger: Any = None) -> None:
+        self.name = name  # the lane's, in the errors
+        self.transaction_timeout_ms = transaction_timeout_ms
+        #: the transactional id of the partitions assigned, once `begin` has started its transactions
+        self.transactional_id: str | None = None
+        self.errors: Any = None  # the transactional producer's error_cb (an ErrorTracker): why it failed
+        #: commits and aborts asked again while Kafka is unreachable: logged at once, then once per 30 s with a count
+        self.retries = FailureLog(name, logger=logger)
+
+    def begin(self, p: TransactionalProducer, transactional_id: str, timeout: float) -> None:
+        """Fence any earlier holder of `transactional_id` (init_transactions aborts what it left open) and begin
+        the first transaction of `p`, that new producer."""
+        try:
+            p.init_transactions(timeout)
+            p.begin_transaction()
+        except KafkaException as exc:
+            raise self.error("could not start transactions", exc.args[0], transactional_id) from None
+        self.transactional_id = transactional_id
+
+    def commit(self, p: TransactionalProducer, offsets: list[TopicPartition], group: Any, timeout: float,
+               retrying: Callable[[str], None] | None = None) -> None:
+        """Add the consumer's `offsets` to the transaction (what it holds is delivered), commit, and begin the next
+        transaction. KafkaException when the transaction must be aborted; TranscoderError when this producer is
+        fenced or failed. `retrying` is told why each time a call is asked again."""
+        # A retriable error (a timeout: the coordinator unreachable): the same call again, as librdkafka and the Java
+        # producer ask (a commit whose EndTxn may have been sent cannot be aborted instead), as long as the broker
+        # could still settle the transaction itself: it aborts it after transaction_timeout_ms, and the next EndTxn
+        # is then refused (fenced: aborted here, and read again from the last commit). Each call waits at most
+        # TXN_CALL_TIMEOUT_S, so that the lane says within seconds that it waits on Kafka.
+        deadline = time.monotonic() + max(timeout, self.transaction_timeout_ms / 1000 + 30)
+        steps = [lambda left: p.send_offsets_to_transaction(offsets, group, left)] if offsets else []
+        steps.append(p.commit_transaction)
+        for step in steps:
+            while True:
+                try:
+                    step(max(1.0, min(timeout, TXN_CALL_TIMEOUT_S, deadline - time.monotonic())))
+                    break
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    if err.txn_requires_abort():
+                        raise
+                    if not err.retriable() or time.monotonic() >= deadline:
+                        raise self.error("could not commit", err, self.transactional_id) from None
+                    self.retries.failed("transaction_commit_retried", time.monotonic(), error=err.str())
+                    if retrying is not None:
+                        retrying(f"committing a transaction: {err.str()}")
+        self.retries.succeeded("transaction_commit_retried", time.monotonic())
+        p.begin_transaction()
+
+    @staticmethod
+    def doomed(producers: Iterable[TransactionalProducer]) -> bool:
+        """Whether the open transaction can no longer commit (transcoder's batch producer knows it before the
+        commit: a batch it could not deliver within the transaction)."""
+        return any(isinstance(p, BatchProducer) and p.doomed for p in producers)
+
+    def abort(self, p: TransactionalProducer, timeout: float, retrying: Callable[[str], None] | None = None) -> None:
+        """Abort the open transaction of `p` (the next one is not begun here). `retrying`: as for `commit`."""
+        # Kafka unreachable: the abort times out with a retriable error, and the same call resumes it. It is
+        # retried as long as the broker could still abort it for us (transaction_timeout_ms), then given up.
+        deadline = time.monotonic() + max(timeout, self.transaction_timeout_ms / 1000 + 30)
+        while True:
+            try:
+                p.abort_transaction(max(1.0, min(timeout, TXN_CALL_TIMEOUT_S, deadline - time.monotonic())))
+                self.retries.succeeded("transaction_abort_retried", time.monotonic())
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() or time.monotonic() >= deadline:
+                    raise self.error("could not abort", err, self.transactional_id) from None
+                self.retries.failed("transaction_abort_retried", time.monotonic(), error=err.str())
+                if retrying is not None:
+                    retrying(f"aborting a transaction: {err.str()}")
+
+    def release_group_offsets(self, p: TransactionalProducer, partitions: list[TopicPartition], group: Any,
+                              timeout: float, abort: Callable[[float], None]) -> str | None:
+        """exactly-once: end any offset commit this transactional id's producer left pending on the group.
+
+        A transaction that holds only offsets for the group (`partitions` at 0: never committed), aborted: the
+        coordinator's abort marker ends every pending offset commit of this producer id on the group's
+        partition, whatever epoch made it. A broker killed at the wrong moment can leave one pending that no
+        transaction owns any more; the group's offsets then stay unstable for good, and every read of them
+        (require_stable, KIP-447) times out. None when done, else why not (Kafka unreachable: ask again later);
+        TranscoderError when this producer is fenced or failed for good. `abort(timeout)`: the writer's abort
+        (it forgets what the transaction held, and begins the next one)."""
+        not_added = None
+        try:
+            p.send_offsets_to_transaction([TopicPartition(tp.topic, tp.partition, 0) for tp in partitions],
+                                          group, timeout)
+        except KafkaException as exc:  # the group's partition may not be in the transaction: no marker for it
+            err = exc.args[0]
+            if err.fatal() or err.name() in FENCED:
+                raise self.error("could not release the group's offsets in", err, self.transactional_id) from None
+            not_added = f"adding the group's offsets to a transaction: {err.str()}"
+        try:
+            abort(timeout)
+        except TranscoderError as exc:
+            if not exc.retriable:  # fenced, or failed for good
+                raise
+            return str(exc)
+        return not_added
+
+    def call(self, call: Callable[[float], int], timeout: float, failures: Iterable[Any]) -> int:
+        """flush or poll of the transactional producer. Once it is fenced (or failed otherwise for good),
+        confluent-kafka raises from inside its delivery callbacks (KafkaException or SystemError): one error
+        that says why instead. `failures`: the writer's failed records (writer.Failure: code, reason)."""
+        try:
+            return call(timeout)
+        except (KafkaException, SystemError) as exc:
+            raise self.fatal(exc, failures) from None
+
+    def fatal(self, exc: BaseException | None, failures: Iterable[Any]) -> TranscoderError:
+        """Why the transactional producer stopped: what `exc` raised, its error callback's last fatal error, or a
+        failed record (writer.Failure) that says it was fenced."""
+        # The error raised from the callback says why itself (a SystemError carries it as its cause); the error
+        # callback may not have been served yet.
+        cause = exc
+        while cause is not None and not isinstance(cause, KafkaException):
+            cause = cause.__cause__ or cause.__context__
+        raised = cause.args[0] if cause is not None and cause.args else None
+        if isinstance(raised, KafkaError) and (raised.fatal() or raised.name() in FENCED):
+            return self.error("stopped", raised, self.transactional_id)
+        last = self.errors.last if self.errors is not None else None
+        if last is not None and last.fatal():
+            return self.error("stopped", last, self.transactional_id)
+        fenced = next((f for f in failures if f.code in FENCED), None)
+        if fenced is not None:
+            return self.error("stopped", KafkaError(KafkaError._FENCED, fenced.reason), self.transactional_id)
+        return DeliveryError(f"lane {self.name}: the transactional producer failed: {exc}")
+
+    def error(self, what: str, err: KafkaError, transactional_id: str | None) -> TranscoderError:
+        fenced = err.name() in FENCED
+        why = ("another instance took over transactional.id " + str(transactional_id) +
+               " (it was assigned the same partitions): this one stops") if fenced else err.str()
+        return DeliveryError(f"lane {self.name}: {what} a transaction: {why}", kafka_error=err.name(),
+                             retriable=err.retriable() and not fenced)
