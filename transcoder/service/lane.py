@@ -42,6 +42,7 @@ from transcoder.service.checkpoint import AtLeastOnce, Checkpoint, ExactlyOnce
 from transcoder.service.copy_paths import CopyPath, Records, RecordSets
 from transcoder.service.scoring import Scorer
 from transcoder.service.source_watch import SourceWatch
+from transcoder.service.transaction_drain import TransactionDrain
 
 log = structlog.get_logger("transcoder.lane")
 
@@ -54,11 +55,6 @@ STALL_S = 15.0
 #: One read of the group's committed offsets on assignment waits this long; while they cannot be read (Kafka
 #: unreachable, or unstable: a transaction still open) the lane says so (readiness) and asks again.
 COMMITTED_READ_S = 10.0
-#: exactly-once on record sets: what a transaction's batches may hold unacknowledged at least (record bytes), and at
-#: first what the slowest codec (zstd 22 on a busy core: a few hundred kB/s) drains in half the drain limit; the
-#: lane then sizes it by how long its drains take (Lane._size_transactions).
-TXN_MIN_BYTES = 64 << 10
-SLOWEST_CODEC_BYTES_PER_S = 128 << 10
 
 
 #: How often a lane's consumer looks for partitions added to its sources (librdkafka's default: 5 min), unless
@@ -189,28 +185,16 @@ class Lane:
                                  int(conf.get("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)) / 1000)
         self._closed = False
         self.eos = config.guarantee == "exactly-once"
-        #: exactly-once on record sets: since when the lane waits for its transaction's batches to be acknowledged
-        #: before committing it (it hands the writer nothing new meanwhile); None: not waiting
-        self._draining_since: float | None = None
-        #: ... and for how long at most before it aborts the transaction: half the transaction's life
-        #: (transaction_timeout_ms), the rest left for the commit. A slow destination (a quota) takes its time;
-        #: aborting sooner would throw the transaction's work away and start the same one again.
-        self._drain_limit_s = config.transaction_timeout_ms / 2000
-        #: ... and what its batches may hold unacknowledged at once (record bytes; the writer is handed no more), so
-        #: that the drain takes about `_drain_target_s` (the commit interval, at most an eighth of the transaction's
-        #: life): a codec slower than the commit interval commits smaller transactions instead of missing the drain
-        #: limit, aborting, and reading the same records again. Follows the drains (_size_transactions).
-        self._drain_target_s = min(config.commit_interval_ms / 1000, self._drain_limit_s / 4)
-        self._txn_bytes = min(config.max_in_flight_bytes,
-                              max(TXN_MIN_BYTES, int(SLOWEST_CODEC_BYTES_PER_S * self._drain_limit_s / 2)))
-        self._drain_from = 0  # bytes in flight when the current drain began
+        #: exactly-once on record sets: the drain before each commit, and what a transaction may hold
+        self.txn = TransactionDrain(spec.name, config.transaction_timeout_ms, config.commit_interval_ms,
+                                    config.max_in_flight_bytes, self.ledger, self.writer)
         self._down_since = 0.0
         #: what may be committed and in which order (one variant per guarantee); where each partition's commit stands
         self.checkpoint: Checkpoint = ExactlyOnce(
             spec.name, self.writer, self.consumer, self.status, config.shutdown_timeout_s, self.path.positions,
             group_id=spec.group_id, transactional_id=lambda tps: transactional_id(spec.group_id, tps),
             rewind=self._rewind, waiting=self._waiting_on_kafka, drained=self._drain if self._batched else None,
-            drain_limit_s=self._drain_limit_s) if self.eos else AtLeastOnce(
+            drain_limit_s=self.txn.limit_s) if self.eos else AtLeastOnce(
             spec.name, self.writer, self.consumer, self.status, config.shutdown_timeout_s, self.path.positions)
         #: live scoring's capture (evaluate: in the config); None: off, and the loop does not look further
         self.sampler = scorer.sampler({d: (s, self.writer.target_of[d].destination)
@@ -241,7 +225,7 @@ class Lane:
     def draining(self) -> bool:
         """exactly-once on record sets: a transaction waits for its batches to be acknowledged before it commits;
         the writer is handed nothing new meanwhile."""
-        return self._draining_since is not None
+        return self.txn.draining
 
     def raise_callback_error(self) -> None:
         """After a poll: what a rebalance callback of it could not raise (confluent-kafka would swallow it)."""
@@ -407,7 +391,7 @@ class Lane:
         self.watch.release(tps)
         self.path.release(tps)
         self.ledger.forget(tps)
-        self._draining_since = None  # a transaction waiting to commit went with them (committed or aborted)
+        self.txn.forget()
         self.assigned.difference_update(tps)
         self._ends.forget(tps)
         self.checkpoint.forget(tps)
@@ -441,7 +425,7 @@ class Lane:
                 self.status.last_loop = now
                 if self.sampler is not None and now >= self.sampler.due:
                     self.sampler.tick(now)
-                if self._draining_since is not None and now < next_commit:
+                if self.txn.draining and now < next_commit:
                     self._commit(self.assigned)  # the transaction's batches may all be acknowledged now
                 if now >= next_commit:
                     self.status.loop_cpu_seconds = time.thread_time() - cpu0
@@ -544,43 +528,16 @@ class Lane:
         self._cannot_copy(f"Kafka unreachable: {why}", now)
 
     def _drain(self) -> bool | None:
-        """exactly-once on record sets, from the loop: True once the open transaction's batches are all
-        acknowledged (the open ones sent first); False when it cannot commit (a batch failed in it, or they were
-        not acknowledged within half of transaction_timeout_ms); None meanwhile. Meanwhile the lane's loop keeps
-        turning (the group's callbacks, readiness) instead of blocking in a flush, and hands the writer nothing new."""
-        now = time.monotonic()
-        if self._draining_since is None:
-            self.writer.tick(now, flush=True)
-            self._draining_since = now
-            self._drain_from = self.ledger.in_flight_bytes
-        doomed = self.writer.transaction_doomed()
-        if self.ledger.in_flight_bytes > 0 and not doomed and now - self._draining_since < self._drain_limit_s:
-            return None
-        since, self._draining_since = self._draining_since, None
-        if not doomed:
-            self._size_transactions(now - since)
-        return self.ledger.in_flight_bytes == 0 and not doomed
+        """exactly-once on record sets, from the loop: whether the open transaction can commit (TransactionDrain)."""
+        return self.txn.step(time.monotonic())
 
     def room(self) -> int:
         """Record bytes the writer may be handed now: what max_in_flight_bytes leaves, and exactly-once on record
-        sets what the open transaction may hold unacknowledged (`_txn_bytes`)."""
+        sets what the open transaction may hold unacknowledged (TransactionDrain.budget)."""
         room = self.config.max_in_flight_bytes - self.ledger.in_flight_bytes
         if self.eos and self._batched:
-            room = min(room, self._txn_bytes - self.ledger.in_flight_bytes)
+            room = min(room, self.txn.budget - self.ledger.in_flight_bytes)
         return room
-
-    def _size_transactions(self, took: float) -> None:
-        """After a drain of `_drain_from` bytes that took `took` seconds: what a transaction may hold from now on.
-        Scaled to the drain target after a slow drain (the codec or the destination is slower than the bytes held
-        need), doubled after a quick one that held at least half of it, up to max_in_flight_bytes."""
-        was, target, held = self._txn_bytes, self._drain_target_s, self._drain_from
-        if took > target and held > 0:
-            self._txn_bytes = max(min(TXN_MIN_BYTES, self.config.max_in_flight_bytes), int(held * target / took))
-        elif took <= target / 2 and held >= was // 2:
-            self._txn_bytes = min(self.config.max_in_flight_bytes, 2 * was)
-        if self._txn_bytes != was:
-            log.debug("transaction_sized", lane=self.spec.name, bytes=self._txn_bytes, drained_bytes=held,
-                      drain_s=round(took, 3), target_s=target)
 
     def _rewind(self, tps: list[Partition]) -> None:
         """Seek each partition back to its last commit (or where this assignment began reading)."""
