@@ -33,8 +33,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if "spark" in names or (callspec is not None and callspec.params.get("engine") == "spark"):
             item.add_marker(pytest.mark.spark)
-            # parallel runs (make test TEST_WORKERS=N: pytest-xdist, --dist loadgroup) are asked to run every Spark
-            # test in one worker, one SparkSession; a 4-worker run still set up four (not found why yet)
+            # parallel runs (make test TEST_WORKERS=N: pytest-xdist, --dist loadgroup) run every Spark test in one
+            # worker, one SparkSession (pytest < 9.2: pytest-xdist#1386)
             item.add_marker(pytest.mark.xdist_group("spark"))
     if hasattr(config, "workerinput"):  # an xdist worker: the longest work first, the unit tests fill the end
         items.sort(key=lambda item: 0 if item.get_closest_marker("spark") else

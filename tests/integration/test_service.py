@@ -112,6 +112,9 @@ def test_every_codec_copies_every_record_exactly(engine, kafka, topic_factory, p
     assert admin.describe_configs([res])[res].result()["message.timestamp.type"].value == "CreateTime"
 
 
+SMALL_BATCH = 4  # records
+
+
 def test_destination_batches_are_stored_with_the_configured_codec(engine, kafka, topic_factory, producer_factory):
     source = topic_factory(partitions=2)
     # Compressible records only: librdkafka sends a batch uncompressed when compressing would
@@ -125,7 +128,11 @@ def test_destination_batches_are_stored_with_the_configured_codec(engine, kafka,
         for partition in range(2):
             batches = kafka.stored_batches(d.topic_for(source), partition)
             assert sum(int(b["count"]) for b in batches) == 2000
-            assert {b["compresscodec"] for b in batches} == {d.codec}, (d.topic_for(source), batches)
+            # librdkafka stores a batch uncompressed when the codec would not make it smaller: on a busy machine
+            # a batch of a record or two (an empty or 50-byte value) now and then. Every other batch: the codec.
+            small = {"none", d.codec}
+            assert {b["compresscodec"] for b in batches if int(b["count"]) > SMALL_BATCH} == {d.codec}, batches
+            assert all(b["compresscodec"] in small for b in batches if int(b["count"]) <= SMALL_BATCH), batches
             # Idempotent producer: every batch carries a producer id and sequence.
             assert all(int(b["producerId"]) >= 0 for b in batches)
 

@@ -23,6 +23,8 @@ from transcoder.metrics.registry import Metrics
 from transcoder.pipeline.routes import Plan
 
 log = structlog.get_logger("transcoder.brokers")
+#: a last reading the brokers did not answer (the one the run ends with) is asked again this many times, 1 s apart
+FINAL_READ_RETRIES = 3
 
 
 class BrokerFigures:
@@ -52,12 +54,19 @@ class BrokerFigures:
         dst_info = RawClient(self.config.target_cluster.librdkafka()) if self.config.destination_cluster else src_info
         try:
             while True:
-                try:
-                    self.read(src_info, dst_info)
-                except (KafkaException, KafkaPythonError, TranscoderError, OSError) as exc:
-                    log.warning("broker_figures_failed", error=f"{type(exc).__name__}: {exc}")
+                read = self._read_or_log(src_info, dst_info)
                 if lanes_done():
-                    return  # that was the reading after the last lane stopped
+                    # that was the reading after the last lane stopped: the figures the run ends with, so one the
+                    # brokers did not answer is asked again before they are left as they were
+                    for _ in range(FINAL_READ_RETRIES):
+                        if read:
+                            break
+                        time.sleep(1.0)
+                        read = self._read_or_log(src_info, dst_info)
+                    if not read:
+                        log.warning("broker_figures_stale", reason="the last reading failed "
+                                    f"{FINAL_READ_RETRIES + 1} times: sizes and ratios are those of an earlier one")
+                    return
                 if stop.is_set():
                     while not lanes_done():
                         time.sleep(0.2)
@@ -67,6 +76,14 @@ class BrokerFigures:
             src_info.close()
             if dst_info is not src_info:
                 dst_info.close()
+
+    def _read_or_log(self, src_info: RawClient, dst_info: RawClient) -> bool:
+        try:
+            self.read(src_info, dst_info)
+            return True
+        except (KafkaException, KafkaPythonError, TranscoderError, OSError) as exc:
+            log.warning("broker_figures_failed", error=f"{type(exc).__name__}: {exc}")
+            return False
 
     def read(self, src_info: RawClient, dst_info: RawClient) -> None:
         """One reading: sizes, records, and the recompression checks, into these fields and the metrics."""

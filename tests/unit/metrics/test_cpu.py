@@ -32,7 +32,7 @@ def test_cpu_is_attributed_to_the_owner_of_the_threads_it_created():
 
     t = ledger.create("burner-owner", make)
     deadline = time.monotonic() + 30
-    while thread_cpu(t.native_id)[1] < 0.25 and time.monotonic() < deadline:  # /proc counts in ticks
+    while thread_cpu(t.native_id) < 0.25 and time.monotonic() < deadline:
         time.sleep(0.05)
     cpu = ledger.cpu_by_owner()  # read while the thread is alive
     assert cpu["burner-owner"] >= 0.25
@@ -40,3 +40,27 @@ def test_cpu_is_attributed_to_the_owner_of_the_threads_it_created():
     t.join()
     # After the thread exits its CPU is still counted.
     assert ledger.cpu_by_owner()["burner-owner"] >= 0.25
+
+
+def test_a_threads_cpu_is_read_finer_than_the_10_ms_ticks_of_proc():
+    # A librdkafka or fetcher thread that ran a few ms between two readings must show it: in ticks it may read 0
+    # (a lane's `consume` part stood still over 60,000 more records that way).
+    done, burned = threading.Event(), threading.Event()
+
+    def burn() -> None:
+        end = time.thread_time() + 0.003
+        while time.thread_time() < end:
+            pass
+        burned.set()
+        done.wait(10)
+
+    t = threading.Thread(target=burn)
+    t.start()
+    try:
+        assert burned.wait(10)
+        got = thread_cpu(t.native_id)
+        assert got is not None and 0.003 <= got < 1.0
+        assert got * 1e6 % 10_000 != 0  # not a whole number of 10 ms ticks
+    finally:
+        done.set()
+        t.join()
