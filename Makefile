@@ -28,13 +28,12 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 
-# The whole suite: the import rules, unit tests, then integration tests against a real broker the session starts;
-# in TEST_WORKERS processes (pytest-xdist; 0: one) each with a broker of its own, every Spark test meant for one of them;
-# then, in a session of its own, legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1,
-# copied to a modern broker; Kafka 3.9 is fetched from Maven Central into ~/.cache/transcoder on first use).
+# The whole suite: the import rules, unit tests, integration tests against a real broker the session starts, and
+# legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1, copied to a modern broker; Kafka 3.9
+# is fetched from Maven Central into ~/.cache/transcoder on first use); in TEST_WORKERS processes (pytest-xdist; 0:
+# one) each with a broker of its own, the Spark tests that share a SparkSession in one of them, the legacy ones in one.
 test: venv kafka-jars lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
-	$(BIN)/python -m pytest tests/legacy
 
 # Start a local Kafka, seed 250 MB of nginx access logs, copy them into one topic per codec,
 # print the measured comparison and stop the broker.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,13 +22,58 @@ from tests.support.records import read_messages
 from transcoder.dev.local_kafka import LocalKafka
 from transcoder.kafka.admin import wait_leaders
 
+#: On xdist workers the tests that take minutes start first (measured in a 4-worker run: 1-7 min each, most of it
+#: waiting on a fault or a subprocess's JVM), in this order: one started last would be the run's tail.
+LONGEST_FIRST = (
+    "tests/integration/test_service.py::test_sigkill_mid_copy_then_restart_loses_nothing",
+    "tests/integration/test_evaluate_truth.py",
+    "tests/integration/test_image_steps.py",
+    "tests/integration/test_faults.py",
+    "tests/spark/",
+    "tests/integration/test_migrate.py::test_sigkill",
+    "tests/integration/test_bench.py",
+)
+
+
+def _worker_order(item: pytest.Item) -> tuple[int, int]:
+    """Spark's group (one SparkSession), the legacy cluster's group, the longest tests, the other tests that need a
+    broker, then the unit tests, which fill the end."""
+    if item.get_closest_marker("spark") and item.get_closest_marker("xdist_group"):
+        return 0, 0
+    if item.get_closest_marker("legacy"):
+        return 1, 0
+    for rank, prefix in enumerate(LONGEST_FIRST):
+        if item.nodeid.startswith(prefix):
+            return 2, rank
+    return (3, 0) if item.get_closest_marker("kafka") else (4, 0)
+
+
+#: TRANSCODER_TEST_TIMELINE=<file>: each test's worker, start and end (epoch seconds) and node id appended, a line each:
+#: where a parallel run's time went (which worker ran what, and when)
+TIMELINE = os.environ.get("TRANSCODER_TEST_TIMELINE")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    start = time.time()
+    yield
+    if TIMELINE:
+        with open(TIMELINE, "a") as f:
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{start:.1f}\t{time.time():.1f}\t{item.nodeid}\n")
+
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `kafka` every test that needs the broker: it uses the `kafka` fixture, directly or through another
-    fixture (admin, topic_factory, ...), so `pytest -m "not kafka"` runs exactly the tests that need none."""
+    fixture (admin, topic_factory, ...), or the legacy cluster (tests/legacy), so `pytest -m "not kafka"` runs
+    exactly the tests that need none."""
     for item in items:
         names = getattr(item, "fixturenames", ())
+        if item.nodeid.startswith("tests/legacy/"):
+            # ZooKeeper, Kafka 3.9 and a broker of their own (tests/legacy/conftest.py): on one worker
+            item.add_marker(pytest.mark.kafka)
+            item.add_marker(pytest.mark.legacy)
+            item.add_marker(pytest.mark.xdist_group("legacy"))
         if "kafka" in names:
             item.add_marker(pytest.mark.kafka)
         callspec = getattr(item, "callspec", None)
@@ -36,9 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # parallel runs (make test TEST_WORKERS=N: pytest-xdist, --dist loadgroup) run every Spark test in one
             # worker, one SparkSession (pytest < 9.2: pytest-xdist#1386)
             item.add_marker(pytest.mark.xdist_group("spark"))
-    if hasattr(config, "workerinput"):  # an xdist worker: the longest work first, the unit tests fill the end
-        items.sort(key=lambda item: 0 if item.get_closest_marker("spark") else
-                   1 if item.get_closest_marker("kafka") else 2)
+    if hasattr(config, "workerinput"):  # an xdist worker: the order in which its scheduler hands the tests out
+        items.sort(key=_worker_order)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The legacy-source session (`python -m pytest tests/legacy`, run apart from the main suite): a source cluster
+"""The legacy-source tests (in `make test`, all on one worker; alone: `python -m pytest tests/legacy`): a source cluster
 that stores the old message format — ZooKeeper and a Kafka 3.x broker with message format 0.10.2, so magic v1
 message sets (tests/support/legacy_kafka.py) — and a modern KRaft broker (transcoder.dev.local_kafka) as the
 destination cluster. Fixtures, the source topics every test reads, and the constants they are written with."""
