@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -48,18 +49,26 @@ def _worker_order(item: pytest.Item) -> tuple[int, int]:
     return (3, 0) if item.get_closest_marker("kafka") else (4, 0)
 
 
-#: TRANSCODER_TEST_TIMELINE=<file>: each test's worker, start and end (epoch seconds) and node id appended, a line each:
-#: where a parallel run's time went (which worker ran what, and when)
+#: TRANSCODER_TEST_TIMELINE=<file>: a line appended per test: its worker, start and end (epoch seconds), the CPU
+#: seconds of the test process and of the subprocesses it waited for (CLIs, Spark drivers, MirrorMaker 2, a broker
+#: restarted; not the session's broker) during it, and its node id: where a parallel run's time went
 TIMELINE = os.environ.get("TRANSCODER_TEST_TIMELINE")
+
+
+def _cpu() -> tuple[float, float]:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    start = time.time()
+    start, (own, children) = time.time(), _cpu()
     yield
     if TIMELINE:
+        own_end, children_end = _cpu()
         with open(TIMELINE, "a") as f:
-            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{start:.1f}\t{time.time():.1f}\t{item.nodeid}\n")
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{start:.1f}\t{time.time():.1f}\t"
+                    f"{own_end - own:.1f}\t{children_end - children:.1f}\t{item.nodeid}\n")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
