@@ -36,10 +36,19 @@ LONGEST_FIRST = (
 )
 
 
+#: the session's SparkSession while it runs: stopped after the last test that uses it (its JVM idles at ~4% of a core
+#: and holds ~1 GB for the rest of the session otherwise)
+_SPARK_SESSIONS: list[object] = []
+
+
+def _uses_spark_session(item: pytest.Item) -> bool:
+    return bool(item.get_closest_marker("spark") and item.get_closest_marker("xdist_group"))
+
+
 def _worker_order(item: pytest.Item) -> tuple[int, int]:
     """Spark's group (one SparkSession), the legacy cluster's group, the longest tests, the other tests that need a
     broker, then the unit tests, which fill the end."""
-    if item.get_closest_marker("spark") and item.get_closest_marker("xdist_group"):
+    if _uses_spark_session(item):
         return 0, 0
     if item.get_closest_marker("legacy"):
         return 1, 0
@@ -64,6 +73,8 @@ def _cpu() -> tuple[float, float]:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     start, (own, children) = time.time(), _cpu()
     yield
+    if _SPARK_SESSIONS and _uses_spark_session(item) and not (nextitem is not None and _uses_spark_session(nextitem)):
+        _SPARK_SESSIONS.pop().stop()  # the tests that use it run one after another (_worker_order): the last one
     if TIMELINE:
         own_end, children_end = _cpu()
         with open(TIMELINE, "a") as f:
@@ -91,8 +102,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # parallel runs (make test TEST_WORKERS=N: pytest-xdist, --dist loadgroup) run every Spark test in one
             # worker, one SparkSession (pytest < 9.2: pytest-xdist#1386)
             item.add_marker(pytest.mark.xdist_group("spark"))
-    if hasattr(config, "workerinput"):  # an xdist worker: the order in which its scheduler hands the tests out
-        items.sort(key=_worker_order)
+    # on an xdist worker, the order in which its scheduler hands the tests out; in one process, the order they run in
+    items.sort(key=_worker_order)
 
 
 @pytest.fixture(scope="session")
@@ -136,8 +147,11 @@ def spark() -> Iterator[object]:
 
     s = session.build(SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": 2}),
                       app_name="transcoder-tests")
+    _SPARK_SESSIONS.append(s)
     yield s
-    s.stop()
+    if s in _SPARK_SESSIONS:
+        _SPARK_SESSIONS.remove(s)
+        s.stop()
 
 
 @pytest.fixture(params=["service", "service-records", "spark"])
