@@ -23,8 +23,8 @@ from tests.support.records import read_messages
 from transcoder.dev.local_kafka import LocalKafka
 from transcoder.kafka.admin import wait_leaders
 
-#: On xdist workers the tests that take minutes start first (measured in a 4-worker run: 1-7 min each, most of it
-#: waiting on a fault or a subprocess's JVM), in this order: one started last would be the run's tail.
+#: The tests that take minutes start first (measured in a 4-worker run: 1-7 min each, most of it waiting on a fault
+#: or a subprocess's JVM), in this order: on an xdist worker, one started last would be the run's tail.
 LONGEST_FIRST = (
     "tests/integration/test_service.py::test_sigkill_mid_copy_then_restart_loses_nothing",
     "tests/integration/test_evaluate_truth.py",
