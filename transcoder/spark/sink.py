@@ -5,7 +5,7 @@ Records reach the Python worker as Arrow batches (`mapInArrow`), one source part
 compiled path (`hot_path: batches`, the default) the run is framed natively into a StoredRecords
 (codecs.stored_from_columns) and handed to the writer as the lanes hand it fetched record sets (`write_stored`):
 re-batched, compressed and sent by transcoder's batch producer, acknowledged batch by batch. With `hot_path:
-records` the writer takes the columns (`write_partition`) and produces record by record through librdkafka, and
+records` the writer takes the columns (`write_columns`) and produces record by record through librdkafka, and
 where it needs one record (a failure, a re-send) it gets a `Delivered`. Either way keys, values, headers (order,
 duplicates, nulls), partitions and timestamps are copied exactly as the service copies them — the timestamps
 natively, which Spark's own Kafka sink cannot (it ignores the `timestamp` column).
@@ -33,6 +33,7 @@ from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.statistics import Window
 from transcoder.kafka.writer import Writer
+from transcoder.kafka.writer_columns import write_columns
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
 
@@ -84,7 +85,7 @@ def arrow_records(batch: Any) -> list[Delivered]:
 
 @dataclass(frozen=True)
 class Columns:
-    """One Arrow batch of one source partition, as the writer's write_partition takes it."""
+    """One Arrow batch of one source partition, as the writer's write_columns takes it."""
 
     topic: str
     partition: int
@@ -217,8 +218,8 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                     source_bytes += writer.write_stored((cols.topic, cols.partition), stored_from_columns(
                         cols.offsets, cols.keys, cols.values, cols.headers, cols.stamps), time.monotonic())[1]
                 else:  # hot_path: records: produced one by one, from the columns
-                    writer.write_partition(cols.topic, cols.partition, cols.offsets, cols.keys, cols.values,
-                                           cols.headers, cols.stamps, cols.sizes, cols.record)
+                    write_columns(writer, cols.topic, cols.partition, cols.offsets, cols.keys, cols.values,
+                                  cols.headers, cols.stamps, cols.sizes, cols.record)
                     source_bytes += sum(cols.sizes)
                 records += len(cols.offsets)
                 tp = (cols.topic, cols.partition)
