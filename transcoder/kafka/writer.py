@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -90,6 +90,7 @@ class Writer:
         self.transactional = config.guarantee == "exactly-once"
         #: its transactional calls, and their state (the transactional id, the retries logged)
         self.transactions = WriterTransactions(name, config.transaction_timeout_ms, logger=log)
+        self._group_id = ""  # the group whose offsets the transactions commit (begin_transactions)
         if self.transactional and len(targets) != 1:
             raise TranscoderError(f"lane {name}: exactly-once needs one destination per lane, not {len(targets)}")
         #: fed raw record sets (`write_stored`): every destination re-batches them (native Rebatcher) and sends
@@ -156,9 +157,8 @@ class Writer:
     def begin_transactions(self, transactional_id: str, timeout: float, group_id: str) -> None:
         """Make the transactional producer of `transactional_id` (the lane's partitions), fence any earlier
         holder of that id (init_transactions aborts what it left open) and begin a transaction whose offsets are
-        `group_id`'s.
-
-        Called on every assignment; the previous producer has committed or aborted (no transaction is open)."""
+        `group_id`'s. Called on every assignment; the previous producer has committed or aborted."""
+        self._group_id = group_id
         target, cb, client_id = self._txn_target
         for old in self.producers:
             old.flush(timeout)
@@ -223,18 +223,31 @@ class Writer:
         self._batchers.clear()
         self.transactions.abort(p, timeout, retrying)
         self._txn_call(p.poll, 0)  # the aborted records' reports: their ledger entries are dropped below
+        self._forget_transaction()
+        p.begin_transaction()
+
+    def replace_producer(self, timeout: float) -> None:
+        """A producer stuck in a call (TransactionStuck): its records purged, what its transaction held forgotten
+        (read again from the last commit), and a new producer takes its transactional id over (fencing it)."""
+        self.transactions.abandon(self.producers[0])
+        self._forget_transaction()
+        self.producers = []  # neither flushed nor destroyed: its call still holds it
+        self.begin_transactions(self.transactions.transactional_id or "", timeout, self._group_id)
+
+    def _forget_transaction(self) -> None:
+        """What an aborted transaction held: its records' reports, failures and map entries."""
         self.failures.clear()
         self.refused.waiting.clear()
         self.ledger.reset()
         if self.offset_map is not None:
             self.offset_map.discard()
-        p.begin_transaction()
 
-    def release_group_offsets(self, partitions: list[TopicPartition], group: Any, timeout: float) -> str | None:
-        """exactly-once: end any offset commit this transactional id's producer left pending on the group
-        (WriterTransactions.release_group_offsets). None when done, else why not."""
+    def release_group_offsets(self, partitions: list[TopicPartition], group: Any, timeout: float,
+                              known: Mapping[Partition, int] | None = None) -> str | None:
+        """exactly-once: end the group's offset commits this producer id left pending: committed with `known`,
+        else aborted (WriterTransactions.release_group_offsets). None when done, else why not."""
         return self.transactions.release_group_offsets(self.producers[0], partitions, group, timeout,
-                                                       self.abort_transaction)
+                                                       self.abort_transaction, self.replace_producer, known)
 
     @property
     def transactional_id(self) -> str | None:
@@ -382,63 +395,6 @@ class Writer:
             add = self.offset_map.add
             for i, offset in enumerate(section.offsets):
                 add(source, dest, partition, offset, base + i)
-
-    def write_partition(self, topic: str, partition: int, offsets: Sequence[int], keys: Sequence[bytes | None],
-                        values: Sequence[bytes | None], headers: Sequence[list[tuple[str, bytes | None]] | None],
-                        stamps: Sequence[int], sizes: Sequence[int], record_at: Callable[[int], Record]
-                        ) -> None:
-        """Produce a run of one source partition's records, given as columns (in offset order), to every
-        destination of `topic`: what `write` does per record, without a record object per record (the
-        Spark engine's executors hold Arrow columns). `record_at(i)` builds record i where one is needed:
-        a record the producer refuses at once, for the dead-letter topic or the error.
-        """
-        ledger = self.ledger
-        dests = self.routes[topic]
-        entries = list(zip(offsets, sizes, strict=True))
-        n = len(entries)
-        done = [0] * len(dests)  # per destination: entries[:done[d]] are registered with the ledger
-        failed: set[tuple[int, int]] = set()  # (destination index, record index) the producer refused
-
-        def register(upto: list[int]) -> None:
-            chunk, nbytes = {}, 0
-            for d, (_, dest) in enumerate(dests):
-                part = [e for i, e in enumerate(entries[done[d]:upto[d]], done[d]) if (d, i) not in failed] \
-                    if failed else entries[done[d]:upto[d]]
-                if part:
-                    chunk[(dest, partition)] = part
-                    nbytes += sum(size for _, size in part)
-                done[d] = upto[d]
-            ledger.sent(chunk, nbytes)
-
-        at = (0, 0)  # (record, destination) being produced: what precedes it is produced
-        complete = False
-        try:
-            for i in range(n):
-                value, key, hdrs, ts = values[i], keys[i], headers[i], stamps[i]
-                for d, (produce, dest) in enumerate(dests):
-                    at = (i, d)
-                    while True:
-                        try:
-                            produce(dest, value, key, partition, timestamp=ts, headers=hdrs)
-                        except BufferError:
-                            # The local queue is full: register what was produced, then wait for deliveries.
-                            register([i + 1 if e < d else i for e in range(len(dests))])
-                            self.poll(0.05)
-                            continue
-                        except KafkaException as exc:
-                            e = exc.args[0]
-                            ledger.hold((topic, partition), offsets[i])
-                            failed.add((d, i))
-                            self.failures.append(Failure((topic, partition), offsets[i], dest, e.name(), e.str(),
-                                                         record_at(i)))
-                        break
-            complete = True
-        finally:  # also on an error: reports of what was produced must find it
-            i, d = at
-            register([n] * len(dests) if complete else [i + 1 if e < d else i for e in range(len(dests))])
-            last = n if complete else i
-            if last:
-                ledger.consumed({(topic, partition): offsets[last - 1]})
 
     def _delivery_callback(self, only: str | None, *, resend_refused: bool
                            ) -> Callable[[KafkaError | None, Record], None]:

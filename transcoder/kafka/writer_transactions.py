@@ -10,8 +10,9 @@ it delivers them before a commit and forgets them after an abort, around these c
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -29,7 +30,44 @@ FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 #: seconds, not after shutdown_timeout_s.
 TXN_CALL_TIMEOUT_S = 2.0
 
+#: librdkafka's send_offsets_to_transaction can block long past its timeout once the group coordinator went away
+#: (the coordinator request's timeout is never checked: librdkafka issues 5456 and 5511, open); past its timeout
+#: and this much more, the producer is given up (TransactionStuck).
+STUCK_AFTER_S = 20.0
+
 TransactionalProducer = Producer | BatchProducer
+
+
+class TransactionStuck(DeliveryError):
+    """A transactional call of librdkafka's producer did not return within its timeout and STUCK_AFTER_S: the
+    producer cannot be used again (its call is still under way); the writer takes its transactional id over with a
+    new one (which fences it, and aborts its open transaction) and the lane reads again from the last commit."""
+
+
+def _bounded(p: TransactionalProducer, call: Callable[[float], None], timeout: float, what: str) -> None:
+    """`call(timeout)` of librdkafka's producer `p` on a thread of its own, given up STUCK_AFTER_S past `timeout`
+    (TransactionStuck); what it raises is raised here. transcoder's own producer keeps its timeouts: called here."""
+    if not isinstance(p, Producer):
+        call(timeout)
+        return
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call(timeout)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+            raised.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"transcoder-{what}", daemon=True).start()
+    if not done.wait(timeout + STUCK_AFTER_S):
+        raise TransactionStuck(f"{what} did not return within {timeout + STUCK_AFTER_S:g} s (its timeout: "
+                               f"{timeout:g} s); librdkafka's call waits on a group coordinator it no longer "
+                               "looks for", retriable=True)
+    if raised:
+        raise raised[0]
 
 
 class WriterTransactions:
@@ -65,7 +103,8 @@ class WriterTransactions:
         # is then refused (fenced: aborted here, and read again from the last commit). Each call waits at most
         # TXN_CALL_TIMEOUT_S, so that the lane says within seconds that it waits on Kafka.
         deadline = time.monotonic() + max(timeout, self.transaction_timeout_ms / 1000 + 30)
-        steps = [lambda left: p.send_offsets_to_transaction(offsets, group, left)] if offsets else []
+        steps = [lambda left: _bounded(p, lambda t: p.send_offsets_to_transaction(offsets, group, t), left,
+                                       "send_offsets_to_transaction")] if offsets else []
         steps.append(p.commit_transaction)
         for step in steps:
             while True:
@@ -109,20 +148,50 @@ class WriterTransactions:
                     retrying(f"aborting a transaction: {err.str()}")
 
     def release_group_offsets(self, p: TransactionalProducer, partitions: list[TopicPartition], group: Any,
-                              timeout: float, abort: Callable[[float], None]) -> str | None:
+                              timeout: float, abort: Callable[[float], None], replace: Callable[[float], None],
+                              known: Mapping[tuple[str, int], int] | None = None) -> str | None:
         """exactly-once: end any offset commit this transactional id's producer left pending on the group.
 
-        A transaction that holds only offsets for the group (`partitions` at 0: never committed), aborted: the
-        coordinator's abort marker ends every pending offset commit of this producer id on the group's
-        partition, whatever epoch made it. A broker killed at the wrong moment can leave one pending that no
-        transaction owns any more; the group's offsets then stay unstable for good, and every read of them
-        (require_stable, KIP-447) times out. None when done, else why not (Kafka unreachable: ask again later);
-        TranscoderError when this producer is fenced or failed for good. `abort(timeout)`: the writer's abort
-        (it forgets what the transaction held, and begins the next one)."""
+        A transaction that holds only offsets for the group's `partitions` ends, with its marker on the group's
+        partition, every pending offset commit of this producer id there, whatever epoch made it. A broker killed
+        at the wrong moment can leave one pending that no transaction owns any more (its marker lost); the
+        group's offsets then stay unstable for good, and every read of them (require_stable, KIP-447) times out.
+        With `known` (pipeline.commits.release_offsets: the offsets this process last committed, for every
+        partition) the transaction holds those and commits: a lost marker's offsets end as they were committed.
+        Without, it holds them at 0 and aborts: the group keeps its last stable commit. None when done, else why
+        not (Kafka unreachable: ask again later); TranscoderError when this producer is fenced or failed for good.
+        `abort(timeout)`: the writer's abort (it forgets what the transaction held, and begins the next one);
+        `replace(timeout)`: the writer's new producer for one stuck in a call (TransactionStuck)."""
+        try:
+            return self._release(p, partitions, group, timeout, abort, known)
+        except TransactionStuck as exc:
+            replace(timeout)
+            return str(exc)
+
+    def _release(self, p: TransactionalProducer, partitions: list[TopicPartition], group: Any, timeout: float,
+                 abort: Callable[[float], None], known: Mapping[tuple[str, int], int] | None) -> str | None:
+        if known is not None:
+            offsets = [TopicPartition(tp.topic, tp.partition, known[(tp.topic, tp.partition)]) for tp in partitions]
+            try:
+                self.commit(p, offsets, group, timeout)
+                return None
+            except KafkaException as exc:  # the transaction must be aborted: asked again after the next read
+                why = f"committing the group's offsets: {exc.args[0].str()}"
+            except TranscoderError as exc:
+                if not exc.retriable:  # fenced, or failed for good
+                    raise
+                return str(exc)
+            try:
+                abort(timeout)
+            except TranscoderError as exc:
+                if not exc.retriable:
+                    raise
+            return why
         not_added = None
         try:
-            p.send_offsets_to_transaction([TopicPartition(tp.topic, tp.partition, 0) for tp in partitions],
-                                          group, timeout)
+            at_0 = [TopicPartition(tp.topic, tp.partition, 0) for tp in partitions]
+            _bounded(p, lambda t: p.send_offsets_to_transaction(at_0, group, t), timeout,
+                     "send_offsets_to_transaction")
         except KafkaException as exc:  # the group's partition may not be in the transaction: no marker for it
             err = exc.args[0]
             if err.fatal() or err.name() in FENCED:
@@ -135,6 +204,14 @@ class WriterTransactions:
                 raise
             return str(exc)
         return not_added
+
+    @staticmethod
+    def abandon(p: TransactionalProducer) -> None:
+        """A producer stuck in a call (TransactionStuck, librdkafka's only): its records purged and their reports
+        served (the writer forgets them); it is left as it is, never destroyed under its own call."""
+        if isinstance(p, Producer):
+            p.purge()
+            p.poll(0)
 
     def call(self, call: Callable[[float], int], timeout: float, failures: Iterable[Any]) -> int:
         """flush or poll of the transactional producer. Once it is fenced (or failed otherwise for good),

@@ -49,3 +49,19 @@ def rewind_offset(tp: Partition, committed: Mapping[Partition, int], first_read:
     assignment read of it; None: neither is known (nothing read yet)."""
     off = committed.get(tp)
     return off if off is not None else first_read.get(tp)
+
+
+def release_offsets(partitions: Iterable[Partition], known: Mapping[Partition, int]) -> dict[Partition, int] | None:
+    """exactly-once: the offsets with which a transaction releases the group's pending offset commits of its
+    producer id, or None: release them with an abort.
+
+    A transaction's commit marker lost by the broker (seen: a broker SIGKILLed right after it acknowledged EndTxn,
+    then fenced and re-elected while it wrote the markers) leaves that transaction's offsets pending for good,
+    though its records are committed. An abort ends them, and the group rewinds to the commit before: every
+    record of that transaction is copied again. A commit of the same offsets ends them as they were meant. So:
+    where this process knows the last commit of every partition (`known`: what it committed or read back),
+    those; a partition it does not know (never committed, or another process's) cannot be committed blind: abort."""
+    tps = list(partitions)
+    if not tps or any(tp not in known for tp in tps):
+        return None
+    return {tp: known[tp] for tp in tps}

@@ -20,6 +20,7 @@ import structlog
 from confluent_kafka import KafkaException, TopicPartition
 
 from transcoder.kafka.writer import Writer
+from transcoder.kafka.writer_transactions import TransactionStuck
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.commits import (
     acknowledged_offsets,
@@ -61,6 +62,9 @@ class Checkpoint:
         self.positions = positions
         #: source partition -> the offset last committed (or found committed on assignment)
         self.committed: dict[Partition, int] = {}
+        #: source partition -> the group's commit as this process last knew it (committed or read back), kept when
+        #: the partition goes: what a later assignment releases a lost commit marker's pending offsets with
+        self.known: dict[Partition, int] = {}
         #: source partition -> when its last committed record was acknowledged (ms; lag in seconds)
         self.committed_ts: dict[Partition, int] = {}
         #: partitions nothing is committed for: a recreated topic's under on_source_loss: stop (the old topic's
@@ -94,9 +98,15 @@ class Checkpoint:
         for tp in partitions:
             self.committed.pop(tp, None)
 
+    def found(self, tp: Partition, offset: int) -> None:
+        """The group's committed offset of `tp`, read on assignment."""
+        self.committed[tp] = offset
+        self.known[tp] = offset
+
     def restart(self, tp: Partition) -> None:
         """A partition read again from the start of a new topic (recreated): its old commit is no offset of it."""
         self.committed.pop(tp, None)
+        self.known.pop(tp, None)
         self.first_read.pop(tp, None)
 
     def unstarted(self, tp: Partition) -> bool:
@@ -116,6 +126,7 @@ class Checkpoint:
         """Offsets committed: the last commits, when their records were acknowledged, the status."""
         for tp, off in offsets.items():
             self.committed[tp] = off
+            self.known[tp] = off
             acked = [self.writer.acked_ts.get((d, tp[1])) for d in self.ledger.destinations_of.get(tp[0], ())]
             if acked and None not in acked:
                 self.committed_ts[tp] = min(acked)  # type: ignore[type-var]
@@ -236,6 +247,9 @@ class ExactlyOnce(Checkpoint):
         except KafkaException as exc:
             self.abort(tps, exc.args[0].str(), leaving=leaving)
             return
+        except TransactionStuck as exc:
+            self.replace(tps, str(exc), leaving=leaving)
+            return
         self.writer.flush_acked()
         for tp in offsets:
             self.first_read.pop(tp, None)
@@ -249,6 +263,19 @@ class ExactlyOnce(Checkpoint):
         if leaving:
             self.abandoned.update(partitions)
         self.writer.abort_transaction(self.timeout_s, retrying=self._waiting)
+        if not leaving:
+            self._rewind(partitions)
+
+    def replace(self, partitions: list[Partition], why: str, *, leaving: bool = False) -> None:
+        """The transactional producer is stuck in a call (TransactionStuck): a new one takes its transactional id
+        over (its open transaction is aborted) and `partitions` are read again from the last commit, as `abort`."""
+        log.warning("transactional_producer_replaced", lane=self.lane, error=why,
+                    transactional_id=self.writer.transactional_id,
+                    note="a new producer took the transactional id over; its records are read and written again "
+                         "from the last commit")
+        if leaving:
+            self.abandoned.update(partitions)
+        self.writer.replace_producer(self.timeout_s)
         if not leaving:
             self._rewind(partitions)
 

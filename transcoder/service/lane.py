@@ -36,6 +36,7 @@ from transcoder.kafka.writer import Writer
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.registry import LaneMetrics
 from transcoder.metrics.status import LaneStatus
+from transcoder.pipeline.commits import release_offsets
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
 from transcoder.service.checkpoint import AtLeastOnce, Checkpoint, ExactlyOnce
@@ -287,7 +288,7 @@ class Lane:
                          else p for p in committed]
         for p in committed:
             if p.offset >= 0:
-                self.checkpoint.committed[(p.topic, p.partition)] = p.offset
+                self.checkpoint.found((p.topic, p.partition), p.offset)
         self.path.assign(consumer, partitions, committed, recreated)
         self.status.assigned = sorted(self.assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
@@ -345,8 +346,9 @@ class Lane:
             self._cannot_copy(f"group {self.spec.group_id}'s committed offsets of {parts} unreadable: {why}", since)
             if released:
                 continue
+            known = release_offsets([(p.topic, p.partition) for p in partitions], self.checkpoint.known)
             why_not = self.writer.release_group_offsets(partitions, consumer.consumer_group_metadata(),
-                                                        self.config.shutdown_timeout_s)
+                                                        self.config.shutdown_timeout_s, known)
             if why_not is not None:  # Kafka unreachable: the reads go on, and it is tried again after each
                 failed_releases += 1
                 if failed_releases == 1:  # once, as lane_cannot_copy is
@@ -354,10 +356,9 @@ class Lane:
                                 note="tried again after each read that fails")
             else:
                 released = True
-                log.warning("group_offsets_released", lane=self.spec.name, partitions=parts,
-                            transactional_id=self.writer.transactional_id,
-                            note="an aborted transaction of the group's offsets only: it ends any this producer id "
-                                 "left pending")
+                log.warning("group_offsets_released", lane=self.spec.name, partitions=parts, how="committed" if
+                            known else "aborted", offsets=known and dict(zip(show(known), known.values(), strict=True)),
+                            transactional_id=self.writer.transactional_id, note="what this producer id left pending")
 
     def start_time_offsets(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Partition, int]:
         """Where partitions this group never committed start: the first offset at the configured time

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Producer, TopicPartition
 
 from transcoder import config as cfg
 from transcoder.errors import TranscoderError
 from transcoder.kafka.writer import Writer
+from transcoder.kafka.writer_columns import write_columns
 from transcoder.pipeline.routes import plan
 
 
@@ -68,10 +71,10 @@ def test_records_produced_before_a_consumer_error_are_in_the_ledger():
     assert w.ledger.next_offset == {("s", 0): 2}
 
 
-def test_write_partition_tells_the_ledger_as_write_does():
+def test_write_columns_tells_the_ledger_as_write_does():
     w = writer("lz4", "zstd")
     offsets, sizes = [5, 6, 8], [3, 4, 5]
-    w.write_partition("s", 1, offsets, [b"k", None, b""], [b"v", None, b"vv"], [None, [("h", None)], None],
+    write_columns(w, "s", 1, offsets, [b"k", None, b""], [b"v", None, b"vv"], [None, [("h", None)], None],
                       [1, 2, 3], sizes, record_at=lambda i: Msg("s", 1, offsets[i]))
     assert {k: list(q) for k, q in w.ledger.pending.items()} == {
         ("s.lz4", 1): [(5, 3), (6, 4), (8, 5)], ("s.zstd", 1): [(5, 3), (6, 4), (8, 5)]}
@@ -79,7 +82,7 @@ def test_write_partition_tells_the_ledger_as_write_does():
     assert w.ledger.next_offset == {("s", 1): 9}
 
 
-def test_write_partition_registers_each_record_before_waiting_on_a_full_queue(monkeypatch):
+def test_write_columns_registers_each_record_before_waiting_on_a_full_queue(monkeypatch):
     w = writer("lz4", "zstd")
     calls = {"n": 0}
     lz4, zstd = (p for p, _ in w.routes["s"])
@@ -94,7 +97,7 @@ def test_write_partition_registers_each_record_before_waiting_on_a_full_queue(mo
     monkeypatch.setattr(w, "poll",
                         lambda timeout: seen.append({k: [o for o, _ in q] for k, q in w.ledger.pending.items()}))
     w.routes["s"] = [(lz4, "s.lz4"), (full_once, "s.zstd")]
-    w.write_partition("s", 0, [0, 1, 2], [None] * 3, [b"a", b"b", b"c"], [None] * 3, [0, 0, 0], [1, 1, 1],
+    write_columns(w, "s", 0, [0, 1, 2], [None] * 3, [b"a", b"b", b"c"], [None] * 3, [0, 0, 0], [1, 1, 1],
                       record_at=lambda i: Msg("s", 0, i))
     # while waiting, lz4 had produced records 0 and 1 and zstd record 0: exactly those are registered
     assert seen == [{("s.lz4", 0): [0, 1], ("s.zstd", 0): [0]}]
@@ -178,8 +181,9 @@ def test_a_commit_the_coordinator_cannot_answer_is_asked_again_past_the_stop_tim
 class TxnProducer:
     """The transactional calls of a producer (librdkafka's or transcoder's): each error given is raised once."""
 
-    def __init__(self, *, send: KafkaError | None = None, abort: KafkaError | None = None) -> None:
-        self.send, self.abort = send, abort
+    def __init__(self, *, send: KafkaError | None = None, abort: KafkaError | None = None,
+                 commit: KafkaError | None = None) -> None:
+        self.send, self.abort, self.commit = send, abort, commit
         self.calls: list[object] = []
 
     def send_offsets_to_transaction(self, offsets, group, timeout):
@@ -192,6 +196,11 @@ class TxnProducer:
         if self.abort is not None:
             raise KafkaException(self.abort)
 
+    def commit_transaction(self, timeout):
+        self.calls.append("commit")
+        if self.commit is not None:
+            raise KafkaException(self.commit)
+
     def begin_transaction(self):
         self.calls.append("begin")
 
@@ -202,10 +211,24 @@ class TxnProducer:
         return 0
 
 
-def released(producer: TxnProducer) -> str | None:
+def released(producer: TxnProducer, known: dict[tuple[str, int], int] | None = None) -> str | None:
     w = writer("zstd")
     w.producers, w.transactional_id = [producer], "transcoder-g-0123"
-    return w.release_group_offsets([TopicPartition("s", 0), TopicPartition("s", 1)], "group-metadata", 1.0)
+    return w.release_group_offsets([TopicPartition("s", 0), TopicPartition("s", 1)], "group-metadata", 1.0, known)
+
+
+def test_releasing_with_the_offsets_this_process_committed_commits_them():
+    # the commit marker ends the pending offsets of a transaction whose own marker the broker lost: as committed
+    p = TxnProducer()
+    assert released(p, {("s", 0): 4, ("s", 1): 103}) is None
+    assert p.calls == [("send_offsets", [("s", 0, 4), ("s", 1, 103)], "group-metadata"), "commit", "begin"]
+
+
+def test_a_release_commit_kafka_makes_abort_is_aborted_and_asked_again():
+    p = TxnProducer(commit=KafkaError(KafkaError._TIMED_OUT, "not committed", txn_requires_abort=True))
+    why = released(p, {("s", 0): 4, ("s", 1): 103})
+    assert why == "committing the group's offsets: not committed"
+    assert p.calls[1:] == ["commit", "abort", "begin"]
 
 
 def test_releasing_the_group_offsets_adds_them_at_0_and_aborts():
@@ -233,3 +256,36 @@ def test_an_abort_refused_for_good_is_raised_not_retried():
     with pytest.raises(TranscoderError, match="could not abort a transaction: not authorized") as raised:
         released(p)
     assert raised.value.retriable is False
+
+
+class _StuckProducer(Producer):
+    """librdkafka's producer whose send_offsets_to_transaction blocks past its timeout (librdkafka issue 5456: the
+    group coordinator gone) until `release` is set."""
+
+    release = threading.Event()
+
+    def send_offsets_to_transaction(self, offsets, group, timeout=None):
+        self.release.wait(10)
+
+    def commit_transaction(self, timeout=None):
+        raise AssertionError("committed after a send_offsets_to_transaction that never returned")
+
+
+def test_a_send_offsets_call_stuck_in_librdkafka_is_given_up_not_waited_on_for_ever(monkeypatch):
+    # Seen in a fresh-clone CI: the broker SIGKILLed and restarted, a lane's send_offsets_to_transaction (timeout
+    # 2 s) never returned, and the copy hung until the test gave up on it.
+    import time
+
+    from transcoder.kafka import writer_transactions
+
+    monkeypatch.setattr(writer_transactions, "STUCK_AFTER_S", 0.3)
+    w = writer("lz4")
+    w.transactional_id = "transcoder-g-0123"
+    w.producers = [_StuckProducer({"bootstrap.servers": "127.0.0.1:1"})]
+    started = time.monotonic()
+    try:
+        with pytest.raises(writer_transactions.TransactionStuck, match="send_offsets_to_transaction did not return"):
+            w.transactions.commit(w.producers[0], [TopicPartition("s", 0, 5)], "group-metadata", 0.5)
+        assert time.monotonic() - started < 5  # its timeout (clamped to 1 s) and STUCK_AFTER_S, not the call's 10 s
+    finally:
+        _StuckProducer.release.set()

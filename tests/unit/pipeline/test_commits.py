@@ -5,6 +5,7 @@ from __future__ import annotations
 from transcoder.pipeline.commits import (
     acknowledged_offsets,
     read_offsets,
+    release_offsets,
     rewind_offset,
 )
 from transcoder.pipeline.ledger import Ledger
@@ -65,3 +66,10 @@ def test_rewind_goes_to_the_last_commit_else_to_the_first_record_read():
     assert rewind_offset(A0, {A0: 40}, {A0: 7}) == 40
     assert rewind_offset(A0, {}, {A0: 7}) == 7
     assert rewind_offset(A0, {A1: 3}, {}) is None
+
+
+def test_release_offsets_are_the_known_commits_of_every_partition_or_none():
+    known = {("t", 0): 7, ("t", 1): 0}
+    assert release_offsets([("t", 0), ("t", 1)], known) == {("t", 0): 7, ("t", 1): 0}
+    assert release_offsets([("t", 0), ("t", 2)], known) is None  # ("t", 2): never committed here: abort
+    assert release_offsets([], known) is None

@@ -65,7 +65,7 @@ class FakeWriter:
         self.transactional_id: str | None = None
         #: source partition -> the offset below which every record was acknowledged
         self.acked_below: dict[Partition, int] = {}
-        self.commit_error: KafkaError | None = None
+        self.commit_error: KafkaError | Exception | None = None
         #: record sets: a batch of the open transaction failed
         self.doomed = False
         #: set by every abort_transaction; `after_abort` (a test's) runs after each
@@ -119,11 +119,23 @@ class FakeWriter:
                            ) -> None:
         if self.commit_error is not None:
             self.events.append("commit_transaction_failed")
+            if isinstance(self.commit_error, Exception):
+                raise self.commit_error
             raise KafkaException(self.commit_error)
         self.events.append(("commit_transaction", sorted((p.topic, p.partition, p.offset) for p in offsets)))
 
     def transaction_doomed(self) -> bool:
         return self.doomed
+
+    def replace_producer(self, timeout: float) -> None:
+        self.events.append("replace_producer")
+        self.ledger.reset()
+        self.commit_error = None
+
+    def release_group_offsets(self, partitions: list[TopicPartition], group: Any, timeout: float,
+                              known: dict[Partition, int] | None = None) -> str | None:
+        self.events.append(("release_group_offsets", sorted((p.topic, p.partition) for p in partitions), known))
+        return None
 
     def abort_transaction(self, timeout: float, retrying: Any = None) -> None:
         self.events.append("abort_transaction")
@@ -144,6 +156,8 @@ class ScriptedConsumer:
         self.next_offset: dict[Partition, int] = {}
         self.group: dict[Partition, int] = {}
         self.commit_errors: list[KafkaError] = []
+        #: errors the next reads of the group's committed offsets raise, one each
+        self.committed_errors: list[KafkaError] = []
         self.callbacks: dict[str, Any] = {}
         self._delivered = False
 
@@ -158,6 +172,8 @@ class ScriptedConsumer:
             self.assigned.difference_update(tps)
 
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        if self.committed_errors:
+            raise KafkaException(self.committed_errors.pop(0))
         return [TopicPartition(p.topic, p.partition, self.group.get((p.topic, p.partition), OFFSET_INVALID))
                 for p in partitions]
 

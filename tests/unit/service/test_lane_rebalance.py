@@ -148,3 +148,60 @@ def test_a_lane_fenced_while_losing_its_partitions_takes_no_new_assignment_and_s
         the_lane.run(stop)
     assert events.count("begin_transactions") == 1  # the first assignment's only
     assert the_lane.status.assigned == []
+
+
+def test_exactly_once_offsets_left_pending_are_released_with_the_commit_this_lane_made_not_rewound():
+    # Seen in a fresh-clone CI (broker SIGKILLed, then fenced and re-elected while it wrote the markers): the
+    # commit marker of a transaction the lane had committed never reached the group's partition; its offsets
+    # stayed pending, the lane's read of them failed, and the release aborted them: the group went back to the
+    # commit before, and that transaction's 2,000 records were copied twice. They are committed as they were.
+    the_lane, consumer, writer, events, stop = lane(guarantee="exactly-once", commit_interval_ms=50)
+    consumer.group = {P1: 100}
+    unstable = KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT, "pending transactional offsets", retriable=True)
+
+    def lost_then_assigned_with_offsets_pending(c: ScriptedConsumer) -> None:
+        c.rebalance("lost", [P0, P1])
+        c.committed_errors = [unstable]
+        c.rebalance("assign", [P0, P1])
+
+    consumer.script = [lambda c: c.rebalance("assign", [P0, P1]),
+                       lambda c: records(P0, range(4)) + records(P1, range(100, 103))]
+    for _ in range(500):  # until the loop's commit (commit_interval_ms: 50)
+        consumer.script.append(lambda c: None if any(e[0] == "commit_transaction" for e in events
+                                                     if isinstance(e, tuple)) else threading.Event().wait(0.01))
+    consumer.script.append(lost_then_assigned_with_offsets_pending)
+    the_lane.run(stop)
+    assert [e for e in events if isinstance(e, tuple) and e[0] == "commit_transaction"][0] == (
+        "commit_transaction", [("src", 0, 4), ("src", 1, 103)])
+    assert [e for e in events if isinstance(e, tuple) and e[0] == "release_group_offsets"] == [
+        ("release_group_offsets", [P0, P1], {P0: 4, P1: 103})]
+
+
+def test_exactly_once_offsets_pending_of_partitions_this_lane_never_committed_are_released_by_an_abort():
+    the_lane, consumer, writer, events, stop = lane(guarantee="exactly-once", commit_interval_ms=50)
+    consumer.committed_errors = [KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT, "pending", retriable=True)]
+    consumer.script = [lambda c: c.rebalance("assign", [P0, P1])]
+    the_lane.run(stop)
+    assert [e for e in events if isinstance(e, tuple) and e[0] == "release_group_offsets"] == [
+        ("release_group_offsets", [P0, P1], None)]
+
+
+def test_exactly_once_a_commit_stuck_in_librdkafka_replaces_the_producer_and_reads_again_from_the_last_commit():
+    from transcoder.kafka.writer_transactions import TransactionStuck
+
+    the_lane, consumer, writer, events, stop = lane(guarantee="exactly-once", commit_interval_ms=50)
+    consumer.group = {P1: 100}
+
+    def read_then_get_stuck(c: ScriptedConsumer) -> list[Record]:
+        writer.commit_error = TransactionStuck("send_offsets_to_transaction did not return within 22 s",
+                                               retriable=True)
+        return records(P0, range(4)) + records(P1, range(100, 104))
+
+    consumer.script = [lambda c: c.rebalance("assign", [P0, P1]), read_then_get_stuck]
+    for _ in range(500):  # until the loop's commit (commit_interval_ms: 50) got stuck
+        consumer.script.append(lambda c: None if "replace_producer" in events else threading.Event().wait(0.01))
+    the_lane.run(stop)
+    after = events[events.index("commit_transaction_failed") + 1:]
+    assert after[0] == "replace_producer" and "abort_transaction" not in events
+    assert set(after[1:3]) == {("seek", P0, 0), ("seek", P1, 100)}  # the first offset read; the group's commit
+    assert commits(events) == [[("src", 0, 0)]]  # the shutdown's: where P0 is read again; P1 is where committed
