@@ -3,13 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Test processes of `make test` (pytest-xdist), each with its own broker (Spark's tests all in one of them);
-# 0: one process, no xdist (the default). On a 2-core machine 4 take 29-30 min of tests (one: ~65), the two cores
-# busy 91% of it; but under that load librdkafka's send_offsets_to_transaction can block past its timeout after a
-# broker restart (librdkafka#5456): the exactly-once record-by-record lane of the broker-SIGKILL fault test hung in
-# 1 of 4 runs, and in another copied 2,000 records twice after losing its partitions (an open defect): the default
-# stays 0 until both are fixed.
-TEST_WORKERS ?= 0
+# Test processes of `make test` (pytest-xdist), each with its own broker (Spark's tests all in one of them, the
+# legacy ones in another); 0: one process, no xdist. On a 2-core machine 4 take ~30 min of tests (one: ~65), the two
+# cores busy 91% of it.
+TEST_WORKERS ?= 4
 
 .PHONY: venv kafka-jars lint test unit demo bench clean
 
