@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,7 +189,8 @@ def mm2_state_topics(alias: str) -> list[str]:
 
 
 def start_mm2(libs: Path, bootstrap: str, source: str, alias: str, codec: str, batching: Batching | None,
-              workdir: Path, tag: str, live: str | None = None) -> Running:
+              workdir: Path, tag: str, live: str | None = None, jvm: Sequence[str] = ()) -> Running:
+    """`jvm`: more JVM options (a test's LEAN_JVM; the bench's MirrorMaker 2 runs as Kafka ships it)."""
     java = shutil.which("java")
     if java is None:
         raise RuntimeError("java is not on PATH: MirrorMaker 2 needs a JDK (17)")
@@ -196,7 +198,7 @@ def start_mm2(libs: Path, bootstrap: str, source: str, alias: str, codec: str, b
     props.write_text(mm2_properties(bootstrap, source, alias, codec, batching, live))
     log = workdir / f"{tag}.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([java, "-Xmx512m", "-cp", os.path.join(str(libs), "*"),
+        proc = subprocess.Popen([java, "-Xmx512m", *jvm, "-cp", os.path.join(str(libs), "*"),
                                  "org.apache.kafka.connect.mirror.MirrorMaker", str(props), "--clusters", "B"],
                                 stdout=out, stderr=subprocess.STDOUT)
     return Running(f"{alias}.{source}", [proc], log, live_destination=f"{alias}.{live}" if live else None)

@@ -113,7 +113,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(bootstrap=external, local=None)
         return
     local = LocalKafka(tmp_path_factory.mktemp("kafka"))
-    st = local.up(proxy_port=free_port(), secured=True)  # secured listeners: about 0.6 s more start-up
+    # secured listeners: about 0.6 s more start-up; lean: half the broker's CPU (LEAN_JVM)
+    st = local.up(proxy_port=free_port(), secured=True, lean=True)
     certs = st.certs
     assert certs is not None and st.sasl_password_file is not None
     try:

@@ -65,7 +65,7 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
     The Java client's zstd-jni, lz4-java and java.util.zip also differ from the Python codecs by a little
     (within 2% at 64 KiB)."""
     from bench import copiers
-    from transcoder.dev.local_kafka import DEFAULT_VERSION
+    from transcoder.dev.local_kafka import DEFAULT_VERSION, LEAN_JVM
 
     source = topic_factory(partitions=1)
     proc = run_cli("seed", "--kind", "nginx", "--count", "20000", "--topic", source, "-b", kafka.bootstrap)
@@ -76,7 +76,7 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
     for i, (codec, size) in enumerate(JAVA_CASES):
         alias = f"j{i}{codec}"
         mm2 = copiers.start_mm2(libs, kafka.bootstrap, source, alias, codec,
-                                copiers.Batching(max_bytes=size, linger_ms=10_000), tmp_path, alias)
+                                copiers.Batching(max_bytes=size, linger_ms=10_000), tmp_path, alias, jvm=LEAN_JVM)
         try:
             dest = mm2.destination
             deadline = time.monotonic() + 120

@@ -34,7 +34,7 @@ def legacy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LegacyKafka]:
 def modern(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The destination cluster's bootstrap: one KRaft broker of transcoder.dev.local_kafka's default version."""
     local = LocalKafka(tmp_path_factory.mktemp("modern"))
-    st = local.up(heap="512m")
+    st = local.up(heap="512m", lean=True)
     try:
         yield st.bootstrap
     finally:
