@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Test processes of `make test` (pytest-xdist), each with its own broker (Spark's tests all in one of them, the
-# legacy ones in another); 0: one process, no xdist. On a 2-core machine 4 took 28 min of tests (one: ~65), the two
-# cores idle 13% of it, mostly in tests that wait (timeouts, outages): a fifth process fills some of that.
-TEST_WORKERS ?= 5
+# legacy ones in another); 0: one process, no xdist. On a 2-core machine 4 take ~30 min of tests (one: ~65), the two
+# cores busy 91% of it.
+TEST_WORKERS ?= 4
 
 .PHONY: venv kafka-jars lint test unit demo bench clean
 
