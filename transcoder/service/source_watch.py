@@ -138,6 +138,10 @@ class SourceWatch:
                                 "recreated under the same name is a loss (source_records_lost)")
                 self._due = min(self._due, time.monotonic() + 1)
                 continue
+            if old not in (None, new) and not any(tp[0] == topic for tp in lane.assigned | assigning):
+                # recreated while the lane holds none of its partitions (an answer that came after they were lost):
+                # the old id is kept, so that the assignment that hands one back reports the loss
+                continue
             self._ids[topic] = new
             back = {tp for tp in self._gone if tp[0] == topic}
             if back:
