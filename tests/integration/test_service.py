@@ -269,7 +269,8 @@ def test_sigkill_mid_copy_then_restart_loses_nothing(engine_name, kafka, topic_f
     kafka.throttle_producer(f"transcoder-{dest}", 500_000)  # slow enough to be killed mid-copy
     try:
         p = _start(path, "--engine", engine_name)
-        _wait_for(lambda: _dest_count(admin, dest) > 8000, timeout=180)
+        # a Spark driver's start-up on a busy 2-core machine is most of this wait
+        _wait_for(lambda: _dest_count(admin, dest) > 8000, timeout=300)
         os.killpg(p.pid, signal.SIGKILL)  # the whole driver: with Spark, its JVM and Python workers too
         p.wait(30)
         copied_at_kill = _dest_count(admin, dest)

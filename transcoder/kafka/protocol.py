@@ -519,6 +519,23 @@ class RawClient:
                                 producer_epoch=producer_epoch, committed=commit, min_version=0, max_version=4)
         return int(self._send(request, coordinator).error_code)
 
+    def alter_client_quota(self, client_id: str, key: str, value: float | None) -> None:
+        """Set (or, with None, remove) one quota of a client.id, e.g. producer_byte_rate (AlterClientQuotas,
+        KIP-546: what kafka-configs.sh --entity-type clients --alter does); KafkaUnavailableError naming Kafka's
+        error when the broker refuses it."""
+        from kafka.errors import for_code
+        from kafka.protocol.admin import AlterClientQuotasRequest
+
+        entry = AlterClientQuotasRequest.EntryData
+        request = AlterClientQuotasRequest(
+            entries=[entry(entity=[entry.EntityData(entity_type="client-id", entity_name=client_id)],
+                           ops=[entry.OpData(key=key, value=float(value or 0), remove=value is None)])],
+            validate_only=False, min_version=0, max_version=1)
+        for entry in self._send(request, None).entries:
+            if entry.error_code:
+                raise KafkaUnavailableError(f"quota {key} of client.id {client_id} not changed: "
+                                            f"{for_code(entry.error_code).__name__} {entry.error_message or ''}")
+
     def _send(self, request: Any, node_id: int | None, *, request_timeout_ms: int | None = None) -> Any:
         """One request to `node_id` (any broker: None) and its response; kafka-python's errors when unanswered
         (`request_timeout_ms`: this request's, if not the connection's)."""
