@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,20 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def worker_python(spark: SparkConfig, *, submitted: bool, environ: Mapping[str, str]) -> str | None:
+    """The Python the executors' workers run, to be set as PYSPARK_PYTHON before the session is built (None: leave
+    it). A driver started from Python reads only PYSPARK_PYTHON (pyspark's SparkContext), so `spark.pyspark.python`
+    in the config's `spark.conf`, which spark-submit turns into that variable, is turned into it here too: it wins,
+    as Spark documents. Else, for a local master, this interpreter (pyspark's default is `python3` on the PATH, which
+    may not have transcoder and its clients), unless PYSPARK_PYTHON is set already."""
+    given = spark.conf.get("spark.pyspark.python")
+    if given is not None:
+        return str(given)
+    if not submitted and spark.master.startswith("local") and "PYSPARK_PYTHON" not in environ:
+        return sys.executable
+    return None
+
+
 #: Spark's own default spark.redaction.regex (SparkConf in the UI and event logs, and option values in plans: a key
 #: or a value it matches is hidden), and JAAS configs (`kafka.sasl.jaas.config` carries the SASL password).
 REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|jaas"
@@ -113,10 +128,9 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
     from pyspark.sql import SparkSession
 
     submitted = under_spark_submit()
-    if not submitted and spark.master.startswith("local"):
-        # Local Python workers run this interpreter (pyspark's default is `python3` on the PATH, which may
-        # not have transcoder and its clients).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    python = worker_python(spark, submitted=submitted, environ=os.environ)
+    if python is not None:
+        os.environ["PYSPARK_PYTHON"] = python
     builder = SparkSession.builder
     for key, value in settings(spark, app_name=app_name, version=version, submitted=submitted).items():
         builder = builder.config(key, value)

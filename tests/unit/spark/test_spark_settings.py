@@ -120,3 +120,18 @@ def test_java_missing_is_one_line(monkeypatch):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(ConfigError, match=r"^the Spark engine needs Java 17 or newer: no `java` on the PATH"):
         session.build(conf().spark, connector_version="4.2.0")
+
+
+def test_the_workers_python_follows_spark_pyspark_python_then_this_interpreter_on_a_local_master():
+    import sys
+
+    venv = "/opt/venv/bin/python"
+    given = conf(spark={"master": "spark://h:7077", "conf": {"spark.pyspark.python": venv}}).spark
+    # spark.pyspark.python wins over the environment, on any master, as spark-submit makes it win
+    assert session.worker_python(given, submitted=False, environ={"PYSPARK_PYTHON": "python3"}) == venv
+    assert session.worker_python(given, submitted=True, environ={}) == venv
+    local = conf(spark={"master": "local[2]"}).spark
+    assert session.worker_python(local, submitted=False, environ={}) == sys.executable
+    assert session.worker_python(local, submitted=False, environ={"PYSPARK_PYTHON": "/x/python"}) is None
+    assert session.worker_python(local, submitted=True, environ={}) is None
+    assert session.worker_python(conf(spark={"master": "spark://h:7077"}).spark, submitted=False, environ={}) is None
