@@ -52,7 +52,7 @@ JAVA_CASES = [("zstd", 65536), ("lz4", 65536), ("gzip", 65536), ("zstd", 16384)]
 def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, read_topic, admin, tmp_path):
     """MirrorMaker 2 (Kafka's Java producer: batch.size counts estimated compressed bytes) copies the sample at
     each setting. At 64 KiB, evaluate's Java-rule cells are within 5% of what the broker then holds, and closer
-    than librdkafka's rule at the same batch.size.
+    than librdkafka's rule at the same batch.size where the two rules differ by more than 2%.
 
     At 16 KiB the truth depends on timing, so it is bracketed instead. Java's producer updates its
     compression-ratio estimate when its sender drains a batch, and a new batch takes the estimate of the moment
@@ -94,17 +94,26 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
     cells = [Cell(Setting(c, None), s, p) for c, s in JAVA_CASES for p in ("java", "librdkafka")]
     got = {(p.codec, p.batch_bytes, p.producer): p.compressed_bytes
            for p in measure_partition(sample, cells, repeats=1)}
+    compared = []
     for codec, size in JAVA_CASES:
         java, rdkafka = got[(codec, size, "java")], got[(codec, size, "librdkafka")]
         truth = stored[(codec, size)]
+        print(f"{codec} at {size} B: java rule {java}, librdkafka rule {rdkafka}, stored by MirrorMaker 2 {truth}")
         if size >= 65536:
             assert java == pytest.approx(truth, rel=0.05), (codec, size, java, rdkafka, truth)
-            assert abs(java - truth) < abs(rdkafka - truth), (codec, size, java, rdkafka, truth)
+            # Closer than librdkafka's rule, where the two rules differ by more than the Java and Python codecs
+            # do (2%): gzip's batches at 64 KiB differ by 0.5% between the rules (745,148 against 748,795 B, the
+            # broker held 747,897 in a CI run), which the codecs' own difference decides either way.
+            if abs(java - rdkafka) > 0.02 * truth:
+                assert abs(java - truth) < abs(rdkafka - truth), (codec, size, java, rdkafka, truth)
+                compared.append(codec)
         else:
             stale = sum(BATCH_OVERHEAD + len(compress(codec, records_section(b)))
                         for b in cut_java(sample, batch_size=size, codec=codec, lag=len(sample)))
             assert java * 0.98 <= truth <= stale * 1.02, (codec, size, java, stale, truth)
             assert stale > java * 1.05  # the bracket says something: the estimate's lag moves the size
+    assert "lz4" in compared  # the rules differ most there (4% on this sample)
+
 
 def _end(admin, topic: str) -> int:
     if topic not in admin.list_topics(timeout=10).topics:

@@ -84,9 +84,22 @@ class WriterTransactions:
 
     def begin(self, p: TransactionalProducer, transactional_id: str, timeout: float) -> None:
         """Fence any earlier holder of `transactional_id` (init_transactions aborts what it left open) and begin
-        the first transaction of `p`, that new producer."""
+        the first transaction of `p`, that new producer. A retriable error (the coordinator unreachable: a broker
+        restarting) is asked again, as librdkafka asks ("retry call to resume"), for as long as the broker could
+        take to settle the earlier holder's transaction itself (transaction_timeout_ms, and 30 s)."""
+        deadline = time.monotonic() + max(timeout, self.transaction_timeout_ms / 1000 + 30)
+        while True:
+            try:
+                p.init_transactions(max(1.0, min(timeout, deadline - time.monotonic())))
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() or time.monotonic() >= deadline:
+                    raise self.error("could not start transactions", err, transactional_id) from None
+                self.retries.failed("transactions_init_retried", time.monotonic(), error=err.str(),
+                                    transactional_id=transactional_id)
+        self.retries.succeeded("transactions_init_retried", time.monotonic())
         try:
-            p.init_transactions(timeout)
             p.begin_transaction()
         except KafkaException as exc:
             raise self.error("could not start transactions", exc.args[0], transactional_id) from None
