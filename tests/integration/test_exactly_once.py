@@ -29,7 +29,7 @@ from tests.support.records import produce_transactions, read_all
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.protocol import RawClient
-from transcoder.service.lane import transactional_id
+from transcoder.pipeline.commits import transactional_id
 from transcoder.service.runner import Service
 
 

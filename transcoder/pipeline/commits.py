@@ -6,7 +6,9 @@ the last commits, and commits what they return.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from transcoder.pipeline.ledger import Ledger
@@ -65,3 +67,18 @@ def release_offsets(partitions: Iterable[Partition], known: Mapping[Partition, i
     if not tps or any(tp not in known for tp in tps):
         return None
     return {tp: known[tp] for tp in tps}
+
+
+def transactional_id(group_id: str, partitions: Iterable[Partition]) -> str:
+    """exactly-once: the transactional id of a set of source partitions copied for a group: a service lane's
+    assignment, or a Spark task's one partition. Whoever copies the same partitions for the group next takes the
+    id over, fencing the one before (its open transaction aborted)."""
+    parts = ",".join(f"{t}:{p}" for t, p in sorted(partitions))
+    return f"transcoder-{group_id}-{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
+
+
+def first_uncommitted(offsets: Sequence[int], committed: int | None) -> int:
+    """exactly-once, a replayed run of one partition's records (in offset order): the index of its first record at
+    or past the group's committed offset, the next to copy; len(offsets) when a committed transaction already
+    holds every one of them."""
+    return 0 if committed is None else bisect_left(offsets, committed)

@@ -6,7 +6,6 @@ thread's poll calls, so lane state needs no locks; other threads only read snaps
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -36,7 +35,7 @@ from transcoder.kafka.writer import Writer
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.registry import LaneMetrics
 from transcoder.metrics.status import LaneStatus
-from transcoder.pipeline.commits import release_offsets
+from transcoder.pipeline.commits import release_offsets, transactional_id
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
 from transcoder.service.checkpoint import AtLeastOnce, Checkpoint, ExactlyOnce
@@ -86,12 +85,6 @@ def consumer_config(config: Config, lane: LaneSpec) -> dict[str, Any]:
         "fetch.queue.backoff.ms": 20,
         "statistics.interval.ms": config.metrics.stats_interval_ms,
     })
-
-
-def transactional_id(group_id: str, partitions: Iterable[Partition]) -> str:
-    """exactly-once: a lane's transactional id for an assignment (the group's, and the partitions')."""
-    parts = ",".join(f"{t}:{p}" for t, p in sorted(partitions))
-    return f"transcoder-{group_id}-{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from transcoder.metrics.served import Served
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import LaneSpec
-from transcoder.spark import checkpoints, session, sink
+from transcoder.spark import checkpoints, exactly_once, session, sink
 from transcoder.spark.source import read_options
 
 log = structlog.get_logger("transcoder.spark")
@@ -97,10 +97,9 @@ class SparkEngine(Served):
     """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession."""
 
     def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:
-        if config.guarantee == "exactly-once":
-            raise ConfigError("guarantee exactly-once is not available on the Spark engine: its executors' writers "
-                              "cannot commit the checkpoint's source offsets in their Kafka transactions; run it "
-                              "on the service (--engine service), or use guarantee: at-least-once")
+        refused = exactly_once.refusal(config)
+        if refused is not None:
+            raise ConfigError(refused)
         self.config = config
         self.metrics = metrics or Metrics()
         self.spark = spark

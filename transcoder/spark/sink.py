@@ -34,8 +34,10 @@ from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.statistics import Window
 from transcoder.kafka.writer import Writer
 from transcoder.kafka.writer_columns import write_columns
+from transcoder.pipeline.commits import first_uncommitted
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
+from transcoder.spark.exactly_once import TaskTransactions, group_client
 
 #: The columns a task reads, in this order (SQL over the Kafka source's schema); ts in epoch ms, as Kafka keeps it.
 #: Headers travel as JSON text (binary values in base64), null for a record without any: Spark's Arrow transfer
@@ -201,9 +203,12 @@ def _consumer_error(err: KafkaError) -> None:  # Delivered.error() is always Non
 def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float,
                batches: Iterator[Any]) -> TaskTally:
     """Write one task's records (Arrow batches of one source partition range) to every destination of the
-    lane; return when each is acknowledged, dead-lettered, or a failure is known (then `fatal` says which)."""
+    lane; return when each is acknowledged, dead-lettered, or a failure is known (then `fatal` says which).
+    exactly-once: in the task's transactions (spark.exactly_once), from the group's committed offset on."""
     cpu0, t0 = time.process_time(), time.monotonic()
     writer, metrics = _writer(config, fingerprint, lane, start_ms)
+    txns = TaskTransactions(config, lane, writer, group_client(config, fingerprint, lane)) \
+        if config.guarantee == "exactly-once" else None
     limit = config.max_in_flight_bytes
     records = source_bytes = 0
     ranges: dict[Partition, tuple[int, int, int]] = {}
@@ -214,21 +219,24 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                 continue
             cols = arrow_columns(batch)
             if cols is not None:  # one partition's run of records
-                if writer.batched:  # the service's compiled path: re-batched, no Python per record
-                    source_bytes += writer.write_stored((cols.topic, cols.partition), stored_from_columns(
-                        cols.offsets, cols.keys, cols.values, cols.headers, cols.stamps), time.monotonic())[1]
-                else:  # hot_path: records: produced one by one, from the columns
-                    write_columns(writer, cols.topic, cols.partition, cols.offsets, cols.keys, cols.values,
-                                  cols.headers, cols.stamps, cols.sizes, cols.record)
-                    source_bytes += sum(cols.sizes)
-                records += len(cols.offsets)
                 tp = (cols.topic, cols.partition)
+                skip = 0
+                if txns is not None:
+                    if txns.partition is None:
+                        txns.begin(tp)
+                    elif txns.partition != tp:
+                        raise TranscoderError(f"lane {lane.name}: one task read {show([txns.partition, tp])}; "
+                                              "exactly-once writes one source partition per task")
+                    skip = first_uncommitted(cols.offsets, txns.committed)  # a replay: copied already
+                n, nbytes = _write_columns(writer, cols, skip)
+                records, source_bytes = records + n, source_bytes + nbytes
                 ranges[tp] = (ranges[tp][0] if tp in ranges else cols.offsets[0], cols.offsets[-1], cols.stamps[-1])
+                if txns is not None and n:
+                    txns.written(cols.offsets[-1] + 1)
             else:  # Spark's Kafka source never mixes partitions in a batch; if it did, record by record
-                if writer.batched:
+                if writer.batched or txns is not None:
                     raise TranscoderError(f"lane {lane.name}: an Arrow batch of several source partitions; the "
-                                          "batched path takes one partition's records at a time (hot_path: records "
-                                          "takes any)")
+                                          "batched path and exactly-once take one partition's records at a time")
                 recs = arrow_records(batch)
                 n, nbytes = writer.write(recs, _consumer_error)
                 records += n
@@ -242,6 +250,8 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
             while writer.ledger.in_flight_bytes > limit:  # backpressure, as the service's lane
                 writer.poll(0.05)
                 writer.handle_failures()
+        if txns is not None:
+            txns.commit()  # delivers what the transaction holds, or fails
         writer.drain(config.shutdown_timeout_s)
         outstanding = writer.ledger.outstanding(list(ranges))
         if outstanding:
@@ -260,6 +270,19 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
     if fatal is not None:
         tally.fatal, tally.fatal_type, tally.fatal_fields = str(fatal), type(fatal).__name__, fatal.fields()
     return tally
+
+
+def _write_columns(writer: Writer, cols: Columns, start: int) -> tuple[int, int]:
+    """Hand a partition's run, from its record `start` on, to the writer: (records, source bytes)."""
+    if start >= len(cols.offsets):
+        return 0, 0
+    if writer.batched:  # the service's compiled path: re-batched, no Python per record
+        stored = stored_from_columns(cols.offsets, cols.keys, cols.values, cols.headers, cols.stamps)
+        return writer.write_stored((cols.topic, cols.partition), stored, time.monotonic(), start)
+    # hot_path: records: produced one by one, from the columns
+    write_columns(writer, cols.topic, cols.partition, cols.offsets[start:], cols.keys[start:], cols.values[start:],
+                  cols.headers[start:], cols.stamps[start:], cols.sizes[start:], lambda i: cols.record(start + i))
+    return len(cols.offsets) - start, sum(cols.sizes[start:])
 
 
 def task_function(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -> Any:

@@ -42,8 +42,11 @@ def test_what_cannot_be_exact_is_refused_in_one_line(extra, why):
     assert "\n" not in str(info.value)
 
 
-def test_the_spark_engine_refuses_exactly_once():
+def test_the_spark_engine_refuses_exactly_once_with_speculation_in_one_line():
     from transcoder.spark.engine import SparkEngine
 
-    with pytest.raises(ConfigError, match="not available on the Spark engine"):
-        SparkEngine(config.parse(_raw(), environ={}))
+    with pytest.raises(ConfigError, match="needs spark.speculation false") as info:
+        SparkEngine(config.parse(_raw(spark={"conf": {"spark.speculation": True}}), environ={}))
+    assert "\n" not in str(info.value)
+    SparkEngine(config.parse(_raw(spark={"conf": {"spark.speculation": False}}), environ={}))
+    SparkEngine(config.parse(_raw(), environ={}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from transcoder.pipeline import commits
 from transcoder.pipeline.commits import (
     acknowledged_offsets,
     read_offsets,
@@ -73,3 +74,21 @@ def test_release_offsets_are_the_known_commits_of_every_partition_or_none():
     assert release_offsets([("t", 0), ("t", 1)], known) == {("t", 0): 7, ("t", 1): 0}
     assert release_offsets([("t", 0), ("t", 2)], known) is None  # ("t", 2): never committed here: abort
     assert release_offsets([], known) is None
+
+
+def test_a_replayed_run_goes_on_at_the_groups_committed_offset():
+    offsets = [3, 4, 7, 8, 12]  # gaps: a compacted or transactional source
+    assert commits.first_uncommitted(offsets, None) == 0  # never committed: all of it
+    assert commits.first_uncommitted(offsets, 2) == 0
+    assert commits.first_uncommitted(offsets, 7) == 2  # 3 and 4 are in a committed transaction
+    assert commits.first_uncommitted(offsets, 5) == 2  # a committed offset inside a gap
+    assert commits.first_uncommitted(offsets, 13) == 5  # all of it committed: nothing to write
+    assert commits.first_uncommitted([], 13) == 0
+
+
+def test_a_transactional_id_is_the_groups_and_the_partitions_in_any_order():
+    a = commits.transactional_id("g", [("t", 1), ("t", 0)])
+    assert a == commits.transactional_id("g", [("t", 0), ("t", 1)])
+    assert a.startswith("transcoder-g-")
+    others = {commits.transactional_id("g", [("t", 0)]), commits.transactional_id("h", [("t", 0), ("t", 1)])}
+    assert len({a} | others) == 3
