@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 
 from transcoder.config import Config
-from transcoder.errors import TranscoderError
+from transcoder.errors import ConfigError, TranscoderError
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, extend_partitions, prepare
 from transcoder.metrics import status as status_doc
@@ -42,6 +42,11 @@ SHUTDOWN_MARGIN_S = 5.0
 
 class Service(Served):
     def __init__(self, config: Config, *, metrics: Metrics | None = None) -> None:
+        if config.guarantee == "exactly-once" and config.destination_cluster is not None:
+            raise ConfigError("guarantee exactly-once needs the destinations on the source cluster (no "
+                              "destination_cluster): a Kafka transaction commits the group's offsets on the cluster "
+                              "it writes to, and the lanes' consumer group is on the source cluster; copy within one "
+                              "cluster, or use guarantee: at-least-once")
         self.config = config
         self.metrics = metrics or Metrics()
         self.lanes: list[Lane] = []

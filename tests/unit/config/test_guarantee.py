@@ -50,3 +50,14 @@ def test_the_spark_engine_refuses_exactly_once_with_speculation_in_one_line():
     assert "\n" not in str(info.value)
     SparkEngine(config.parse(_raw(spark={"conf": {"spark.speculation": False}}), environ={}))
     SparkEngine(config.parse(_raw(), environ={}))
+
+
+def test_the_service_refuses_exactly_once_onto_another_cluster_in_one_line():
+    # the transactions would commit the group's offsets on the destination cluster; the lanes read the source's
+    from transcoder.service.runner import Service
+
+    raw = _raw(destination_cluster={"bootstrap_servers": "other:9092"})
+    with pytest.raises(ConfigError, match="needs the destinations on the source cluster") as info:
+        Service(config.parse(raw, environ={}))
+    assert "\n" not in str(info.value)
+    Service(config.parse({**raw, "guarantee": "at-least-once"}, environ={}))
