@@ -292,6 +292,10 @@ class SparkConfig(_Model):
     trigger_interval_ms: int = Field(default=0, ge=0)
     #: Records read per partition set and micro-batch at most (Spark's maxOffsetsPerTrigger); None: all available.
     max_offsets_per_trigger: PositiveInt | None = None
+    #: Also commit each task's source offsets to the lane's consumer group once its records are acknowledged, so
+    #: kafka-consumer-groups, lag monitors and the migration gates see the copy's progress (the checkpoint still
+    #: decides where a restart goes on). Under exactly-once the transactions commit them anyway.
+    commit_group: bool = False
     #: Extra Spark settings (spark.executor.memory, spark.sql.shuffle.partitions, ...).
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
 

@@ -39,8 +39,9 @@ from transcoder.pipeline.routes import LaneSpec
 
 log = structlog.get_logger("transcoder.spark")
 
-#: (config fingerprint, lane) -> this Python worker's client of the lane's group, on the destination cluster (where
-#: the transactions commit its offsets): their group metadata, and the committed offsets read back
+#: (config fingerprint, lane) -> this Python worker's client of the lane's group: under exactly-once on the
+#: destination cluster (where the transactions commit its offsets: their group metadata, and the committed offsets
+#: read back), else on the source cluster (spark.commit_group: the offsets a task's acknowledged records reach)
 _GROUPS: dict[tuple[str, str], Consumer] = {}
 
 
@@ -49,7 +50,8 @@ def group_client(config: Config, fingerprint: str, lane: LaneSpec) -> Consumer:
     found = _GROUPS.get(key)
     if found is None:
         close_groups(fingerprint)  # another config's (an earlier engine in this Spark application): idle
-        found = _GROUPS[key] = Consumer(client_config(config.target_cluster.librdkafka(), **{
+        cluster = config.target_cluster if config.guarantee == "exactly-once" else config.cluster
+        found = _GROUPS[key] = Consumer(client_config(cluster.librdkafka(), **{
             "group.id": lane.group_id, "client.id": f"transcoder-{lane.name}-group",
             "enable.auto.commit": False, "isolation.level": "read_committed"}))
     return found

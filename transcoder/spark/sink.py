@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from transcoder.codecs import stored_from_columns
 from transcoder.config import Config
@@ -209,6 +209,7 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
     writer, metrics = _writer(config, fingerprint, lane, start_ms)
     txns = TaskTransactions(config, lane, writer, group_client(config, fingerprint, lane)) \
         if config.guarantee == "exactly-once" else None
+    commit_group = config.spark.commit_group and txns is None  # exactly-once: the transactions commit them
     limit = config.max_in_flight_bytes
     records = source_bytes = 0
     ranges: dict[Partition, tuple[int, int, int]] = {}
@@ -259,6 +260,8 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                 f"lane {lane.name}: {outstanding} records of {show(ranges)} not acknowledged within "
                 f"shutdown_timeout_s={config.shutdown_timeout_s:g}s; the micro-batch is not committed")
         writer.final_statistics()
+        if commit_group and ranges:
+            _commit_group(group_client(config, fingerprint, lane), lane, ranges)
     except TranscoderError as exc:
         fatal = exc
     finally:
@@ -270,6 +273,20 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
     if fatal is not None:
         tally.fatal, tally.fatal_type, tally.fatal_fields = str(fatal), type(fatal).__name__, fatal.fields()
     return tally
+
+
+def _commit_group(group: Any, lane: LaneSpec, ranges: dict[Partition, tuple[int, int, int]]) -> None:
+    """spark.commit_group: the offsets after the task's acknowledged records, committed to the lane's group.
+    DeliveryError (the micro-batch is not committed) when Kafka refuses them."""
+    offsets = [TopicPartition(t, p, last + 1) for (t, p), (_, last, _) in sorted(ranges.items())]
+    try:
+        refused = [tp for tp in group.commit(offsets=offsets, asynchronous=False) if tp.error is not None]
+    except KafkaException as exc:
+        raise DeliveryError(f"lane {lane.name}: the offsets of {show(ranges)} not committed to group "
+                            f"{lane.group_id}: {exc.args[0].str()}", retriable=True) from None
+    if refused:
+        raise DeliveryError(f"lane {lane.name}: the offset of {show([(refused[0].topic, refused[0].partition)])} "
+                            f"not committed to group {lane.group_id}: {refused[0].error.str()}", retriable=True)
 
 
 def _write_columns(writer: Writer, cols: Columns, start: int) -> tuple[int, int]:

@@ -1,5 +1,6 @@
-"""exactly-once on the Spark engine, on the session's SparkSession: a copy in several micro-batches, then the last
-micro-batch replayed as Spark replays it after a driver killed between its tasks' commits and the checkpoint's."""
+"""The lane's consumer group on the Spark engine, on the session's SparkSession. exactly-once: a copy in several
+micro-batches, then the last one replayed as Spark replays it after a driver killed between its tasks' commits and
+the checkpoint's. at-least-once with spark.commit_group: the group's offsets where the copy is."""
 
 from __future__ import annotations
 
@@ -54,3 +55,23 @@ def test_a_micro_batch_replayed_after_its_tasks_committed_copies_nothing_twice(k
     finally:
         c.close()
     assert [tp.offset for tp in got] == [PER_PARTITION] * PARTITIONS
+
+
+def test_at_least_once_with_commit_group_shows_its_progress_in_the_lanes_group(kafka, spark, topic_factory,
+                                                                               producer_factory, tmp_path):
+    source = topic_factory(partitions=PARTITIONS)
+    producer = producer_factory()
+    for i in range(PARTITIONS * 200):
+        producer.produce(source, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+    conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}],
+                       spark={"checkpoint_location": str(tmp_path), "commit_group": True})
+    engine = SparkEngine(conf, spark=spark)
+    engine.run(until_caught_up=True)
+    [lane] = engine.lanes
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": lane.spec.group_id})
+    try:
+        got = c.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=30)
+    finally:
+        c.close()
+    assert [tp.offset for tp in got] == [200] * PARTITIONS
