@@ -15,6 +15,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use rayon::prelude::*;
 
 pub mod stored;
+mod pool_cpu;
 mod stored_py;
 
 /// libzstd's lowest (fastest) level, ZSTD_minCLevel(): -(1 << 17).
@@ -341,9 +342,11 @@ fn encode_batches<'py>(py: Python<'py>, jobs: &Bound<'py, PyList>, codec: &str, 
                                   base_sequence: t.get_borrowed_item(3)?.extract()?, transactional };
         framed.push((frame_list(&records)?, producer));
     }
-    let sealed: Vec<std::io::Result<Vec<u8>>> =
-        py.detach(|| framed.par_iter().map(|(f, p)| seal(f, c, l, 0, *p)).collect());
-    sealed.into_iter().map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
+    let caller = pool_cpu::caller_tid();
+    let sealed: Vec<(std::io::Result<Vec<u8>>, u64)> =
+        py.detach(|| framed.par_iter().map(|(f, p)| pool_cpu::timed(|| seal(f, c, l, 0, *p))).collect());
+    pool_cpu::add(caller, sealed.iter().map(|(_, ns)| ns).sum());
+    sealed.into_iter().map(|(r, _)| r).map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
 }
 
 /// One v2 record (its length varint included), as it sits in a batch's records section.
@@ -372,6 +375,9 @@ fn records_section<'py>(py: Python<'py>, records: &Bound<'py, PyList>) -> PyResu
 
 #[pymodule]
 fn transcoder_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    pool_cpu::name_pool();
+    m.add_function(wrap_pyfunction!(pool_cpu::pool_cpu_by_thread, m)?)?;
+    m.add("POOL_THREAD_PREFIX", pool_cpu::POOL_THREAD_PREFIX)?;
     m.add_function(wrap_pyfunction!(encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(records_section, m)?)?;

@@ -25,6 +25,7 @@ from transcoder.codecs.names import (
     check_level,
     stored_recompressed,
 )
+from transcoder.codecs.pool import POOL_THREAD_PREFIX, pool_cpu_by_thread
 from transcoder.codecs.stored import (
     Rebatcher,
     Section,
@@ -39,4 +40,4 @@ __all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "CODECS", "CODEC_OF_ID", "LEVELS", 
            "ZSTD_MIN_PRODUCE_VERSION", "Codec", "broker_recompresses", "built_here", "check_level", "compress",
            "decompress", "encode_batch", "encode_batches", "encode_record", "records_section",
            "stored_recompressed", "Rebatcher", "Section", "StoredRecords", "decode_stored", "restamp", "seal_sections",
-           "stored_from_columns"]
+           "stored_from_columns", "POOL_THREAD_PREFIX", "pool_cpu_by_thread"]

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
+from transcoder.codecs import POOL_THREAD_PREFIX, pool_cpu_by_thread
+
 _TICKS = os.sysconf("SC_CLK_TCK")
 TASKS = Path("/proc/self/task")
 
@@ -34,6 +36,14 @@ def parse_stat(text: str) -> tuple[str, float]:
 
 def thread_ids() -> set[int]:
     return {int(p.name) for p in TASKS.iterdir() if p.name.isdigit()}
+
+
+def _name(tid: int) -> str:
+    """Thread `tid`'s name ('' once it has exited)."""
+    try:
+        return (TASKS / str(tid) / "comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def cpu_clock_id(tid: int) -> int:
@@ -61,6 +71,7 @@ class ThreadLedger:
         self._lock = threading.Lock()
         self._owner: dict[int, Hashable] = {}
         self._last: dict[int, float] = {}  # tid -> CPU seconds last read (a dead thread keeps its total)
+        self._pool: set[int] = set()  # the compression pool's threads: counted through pool_cpu_by_thread
 
     def claim(self, owner: Hashable, tids: set[int]) -> None:
         with self._lock:
@@ -78,14 +89,24 @@ class ThreadLedger:
         return client
 
     def cpu_by_owner(self) -> dict[Hashable, float]:
-        """CPU seconds per owner since its threads started (threads no one claimed: 'unattributed')."""
+        """CPU seconds per owner since its threads started (threads no one claimed: 'unattributed'), with what the
+        compiled compression pool spent for each of its threads (the pool's own threads left out: their CPU is
+        in those sums, whichever client's thread asked)."""
         with self._lock:
             for tid in thread_ids():
+                if tid not in self._last and tid not in self._pool and _name(tid).startswith(POOL_THREAD_PREFIX):
+                    self._pool.add(tid)
+                    continue
+                if tid in self._pool:
+                    continue
                 got = thread_cpu(tid)
                 if got is not None:
                     self._last[tid] = got
             out: dict[Hashable, float] = {}
             for tid, cpu in self._last.items():
+                owner = self._owner.get(tid, "unattributed")
+                out[owner] = out.get(owner, 0.0) + cpu
+            for tid, cpu in pool_cpu_by_thread().items():
                 owner = self._owner.get(tid, "unattributed")
                 out[owner] = out.get(owner, 0.0) + cpu
             return out

@@ -64,3 +64,42 @@ def test_a_threads_cpu_is_read_finer_than_the_10_ms_ticks_of_proc():
     finally:
         done.set()
         t.join()
+
+
+def test_the_compression_pools_cpu_goes_to_the_thread_that_asked_for_it():
+    """Batches are compressed on the compiled pool, whose threads no client created: each job's CPU is added to
+    the thread that called (seen: a lane's zstd-19 compression counted under another lane, or under no one, as
+    the pool's threads started in whichever client's creation they happened to meet)."""
+    import random
+    import resource
+
+    from transcoder.codecs import encode_batches
+
+    rnd = random.Random(7)
+    records = [(None, f"{i} {rnd.getrandbits(256):064x} GET /api/items/{i % 97}".encode() * 4, (), 0)
+               for i in range(3000)]
+    ledger = ThreadLedger()
+    go = threading.Event()
+
+    def compress(codec: str, level: int | None) -> None:
+        go.wait(10)
+        encode_batches([(records, -1, -1, -1)] * 8, codec=codec, level=level)
+
+    threads = {"zstd-19": threading.Thread(target=compress, args=("zstd", 19)),
+               "lz4": threading.Thread(target=compress, args=("lz4", None))}
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    for owner, t in threads.items():
+        t.start()
+        ledger.claim(owner, {t.native_id})
+    go.set()
+    for t in threads.values():
+        t.join(60)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    got = ledger.cpu_by_owner()
+    process = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    print(f"by owner: {got}; the process: {process:.3f} s")
+    assert got["zstd-19"] > 5 * got["lz4"] > 0  # zstd 19 costs far more than lz4 on the same records
+    # an independent observer: the process's own CPU over the same span holds what the two owners were given
+    assert got["zstd-19"] + got["lz4"] <= process * 1.05 + 0.02
+    assert got["zstd-19"] + got["lz4"] >= process * 0.5
+    assert all(not str(o).startswith("tc-seal") for o in got)
