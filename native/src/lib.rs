@@ -12,7 +12,6 @@ use std::io::Write;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use rayon::prelude::*;
 
 pub mod stored;
 mod pool_cpu;
@@ -342,11 +341,8 @@ fn encode_batches<'py>(py: Python<'py>, jobs: &Bound<'py, PyList>, codec: &str, 
                                   base_sequence: t.get_borrowed_item(3)?.extract()?, transactional };
         framed.push((frame_list(&records)?, producer));
     }
-    let caller = pool_cpu::caller_tid();
-    let sealed: Vec<(std::io::Result<Vec<u8>>, u64)> =
-        py.detach(|| framed.par_iter().map(|(f, p)| pool_cpu::timed(|| seal(f, c, l, 0, *p))).collect());
-    pool_cpu::add(caller, sealed.iter().map(|(_, ns)| ns).sum());
-    sealed.into_iter().map(|(r, _)| r).map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
+    let sealed = pool_cpu::par_map(py, &framed, |(f, p)| seal(f, c, l, 0, *p));
+    sealed.into_iter().map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
 }
 
 /// One v2 record (its length varint included), as it sits in a batch's records section.

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use pyo3::prelude::*;
+use rayon::prelude::*;
 
 /// The pool's thread names start with this (Linux keeps 15 bytes of a thread's name).
 pub const POOL_THREAD_PREFIX: &str = "tc-seal-";
@@ -17,7 +18,7 @@ fn delegated() -> &'static Mutex<HashMap<i64, u64>> {
 }
 
 /// This thread's CPU time, in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
+fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes the timespec it is given; CLOCK_THREAD_CPUTIME_ID needs nothing else.
     if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
@@ -27,14 +28,14 @@ pub fn thread_cpu_ns() -> u64 {
 }
 
 /// The kernel id of the calling thread.
-pub fn caller_tid() -> i64 {
+fn caller_tid() -> i64 {
     // SAFETY: gettid takes no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) }
 }
 
 /// `job` run and timed on the thread that runs it: its result, and its CPU nanoseconds when that thread is one of
 /// the pool's (a job the caller runs itself is in the caller's own CPU already).
-pub fn timed<T>(job: impl FnOnce() -> T) -> (T, u64) {
+fn timed<T>(job: impl FnOnce() -> T) -> (T, u64) {
     if rayon::current_thread_index().is_none() {
         return (job(), 0);
     }
@@ -43,8 +44,16 @@ pub fn timed<T>(job: impl FnOnce() -> T) -> (T, u64) {
     (out, thread_cpu_ns().saturating_sub(t0))
 }
 
+/// `f` over `jobs` on the pool with the GIL released, each job's CPU counted for the calling thread.
+pub fn par_map<J: Sync, T: Send>(py: Python<'_>, jobs: &[J], f: impl Fn(&J) -> T + Sync + Send) -> Vec<T> {
+    let caller = caller_tid();
+    let done: Vec<(T, u64)> = py.detach(|| jobs.par_iter().map(|j| timed(|| f(j))).collect());
+    add(caller, done.iter().map(|(_, ns)| ns).sum());
+    done.into_iter().map(|(out, _)| out).collect()
+}
+
 /// Add the pool's nanoseconds spent for thread `tid`.
-pub fn add(tid: i64, ns: u64) {
+fn add(tid: i64, ns: u64) {
     if ns > 0 {
         *delegated().lock().unwrap_or_else(|e| e.into_inner()).entry(tid).or_insert(0) += ns;
     }

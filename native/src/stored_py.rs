@@ -4,7 +4,6 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use rayon::prelude::*;
 
 use crate::stored::{self, Decoded};
 use crate::{codec_level, io_err, Producer};
@@ -252,12 +251,8 @@ fn seal_sections<'py>(py: Python<'py>, sections: Vec<Bound<'py, Section>>, stamp
     let jobs: Vec<(&stored::Section, Producer)> = sections.iter().zip(&stamps)
         .map(|(s, &(id, epoch, base_sequence))| (&s.get().inner, Producer { id, epoch, base_sequence, transactional }))
         .collect();
-    let caller = crate::pool_cpu::caller_tid();
-    let sealed: Vec<(std::io::Result<Vec<u8>>, u64)> = py.detach(|| {
-        jobs.par_iter().map(|(s, p)| crate::pool_cpu::timed(|| stored::seal_section(s, c, l, *p))).collect()
-    });
-    crate::pool_cpu::add(caller, sealed.iter().map(|(_, ns)| ns).sum());
-    sealed.into_iter().map(|(r, _)| r).map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
+    let sealed = crate::pool_cpu::par_map(py, &jobs, |(s, p)| stored::seal_section(s, c, l, *p));
+    sealed.into_iter().map(|r| r.map(|b| PyBytes::new(py, &b)).map_err(io_err)).collect()
 }
 
 /// The batch under another producer id, epoch and base sequence (header and CRC only; no recompression).

@@ -94,10 +94,10 @@ class ThreadLedger:
         in those sums, whichever client's thread asked)."""
         with self._lock:
             for tid in thread_ids():
-                if tid not in self._last and tid not in self._pool and _name(tid).startswith(POOL_THREAD_PREFIX):
-                    self._pool.add(tid)
-                    continue
                 if tid in self._pool:
+                    continue
+                if tid not in self._last and _name(tid).startswith(POOL_THREAD_PREFIX):
+                    self._pool.add(tid)
                     continue
                 got = thread_cpu(tid)
                 if got is not None:
