@@ -14,13 +14,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+from transcoder.dev.spark_cluster import StandaloneCluster
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,16 @@ class Running:
     finite: bool = False  # the copier exits by itself once done (exit status 0 is success)
     live_destination: str | None = None  # where it copies the live topic (the latency trickle) to
     tree: bool = False  # its CPU is its processes' and all their descendants' (Spark: the JVM, Python workers)
+    #: processes whose CPU (with their descendants') is the copier's too but which `stop` leaves to `cleanup`
+    #: (a standalone Spark cluster's master and workers, whose executors do the copying)
+    watched: list[subprocess.Popen] = field(default_factory=list)
+    cleanup: Callable[[], None] | None = None
 
     @property
     def pids(self) -> list[int]:
         roots = [p.pid for p in self.procs]
-        return [d for r in roots for d in descendants(r)] if self.tree else roots
+        own = [d for r in roots for d in descendants(r)] if self.tree else roots
+        return own + [d for w in self.watched for d in descendants(w.pid)]
 
     def failed(self) -> str | None:
         """Why a copier process exited early, or None while all run."""
@@ -69,6 +75,8 @@ class Running:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if self.cleanup is not None:
+            self.cleanup()
 
 
 def descendants(pid: int) -> list[int]:
@@ -102,10 +110,13 @@ def process_cpu(pid: int) -> float:
 # ---------------------------------------------------------------- transcoder
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
                      workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None,
-                     hot_path: str | None = None) -> Running:
+                     hot_path: str | None = None, spark_cluster: StandaloneCluster | None = None) -> Running:
     """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching); with
-    `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`); `hot_path` as the
-    config's (None: its default)."""
+    `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`), or on `spark_cluster`
+    (its master and workers' CPU counted too, the cluster stopped with the copy); `hot_path` as the config's (None:
+    its default)."""
+    if spark_cluster is not None:
+        spark_master = spark_cluster.url
     routes = [(source, destination)] + ([(live, f"{live}.copy")] if live else [])
     conf = {
         "cluster": {"bootstrap_servers": bootstrap},
@@ -127,9 +138,12 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
     with log.open("wb") as out:
         engine = ["--engine", "spark"] if spark_master is not None else []
         proc = subprocess.Popen([sys.executable, "-m", "transcoder", "--log-level", "warning", "run",
-                                 "--config", str(path), *engine], stdout=out, stderr=subprocess.STDOUT)
+                                 "--config", str(path), *engine], stdout=out, stderr=subprocess.STDOUT,
+                                env=spark_cluster.env() if spark_cluster is not None else None)
     return Running(destination, [proc], log, live_destination=f"{live}.copy" if live else None,
-                   tree=spark_master is not None)
+                   tree=spark_master is not None,
+                   watched=[] if spark_cluster is None else [spark_cluster.master, *spark_cluster.workers],
+                   cleanup=spark_cluster.stop if spark_cluster is not None else None)
 
 
 # ---------------------------------------------------------------- MirrorMaker 2

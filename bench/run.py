@@ -26,11 +26,13 @@ from transcoder import __version__
 from transcoder.dev import seed
 from transcoder.dev.datagen import Record
 from transcoder.dev.local_kafka import DEFAULT_VERSION
+from transcoder.dev.spark_cluster import StandaloneCluster
 from transcoder.kafka.clients import connect_admin
 from transcoder.kafka.protocol import RawClient
 
 # kcat does not carry timestamps
-LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "spark-local1", "spark-local2"}
+LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "spark-local1", "spark-local2",
+                   "spark-cluster1", "spark-cluster2"}
 
 
 @dataclass(frozen=True)
@@ -93,10 +95,14 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 admin.create_topics([NewTopic(live, partitions, 1)])[live].result()
             launched = time.monotonic()
             to_delete: list[str] = [live] if live else []
-            if copier.startswith(("transcoder", "spark-local")):
-                master = f"local[{copier.split('-')[1].removeprefix('local')}]" if copier.startswith("spark") else None
+            if copier.startswith(("transcoder", "spark-local", "spark-cluster")):
+                master = f"local[{copier.split('-')[1].removeprefix('local')}]" \
+                    if copier.startswith("spark-local") else None
+                cluster = StandaloneCluster(work / f"{tag}.cluster").start(
+                    workers=int(copier.split("-")[1].removeprefix("cluster"))) \
+                    if copier.startswith("spark-cluster") else None
                 running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag,
-                                                   live=live, spark_master=master,
+                                                   live=live, spark_master=master, spark_cluster=cluster,
                                                    hot_path="records" if copier.endswith("-records") else None)
             elif copier.startswith("mm2"):
                 assert libs is not None
@@ -245,7 +251,9 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "into a fresh topic the copier copies besides the dataset, from the record's timestamp to a consumer "
         "reading it from the destination (kcat carries no timestamps: n/a). Each copy copies exactly the seeded "
         "dataset. spark-localN: `transcoder run --engine spark` on local[N] (CPU: "
-        "the driver, its JVM and Python workers; start-up includes the SparkSession).",
+        "the driver, its JVM and Python workers; start-up includes the SparkSession). spark-clusterN: the same on a "
+        "standalone cluster of N 1-core workers started from pyspark's jars for the copy (CPU: the driver's tree and "
+        "the master's and workers' trees, executors and their Python workers included).",
         "",
         "## Copiers",
         "",

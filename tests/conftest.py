@@ -17,15 +17,16 @@ import pytest
 from confluent_kafka import Consumer, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import Cluster, free_port
+from tests.support.cluster import Cluster
 from tests.support.proxy import Proxy
 from tests.support.records import read_messages
-from transcoder.dev.local_kafka import LEAN_JVM, LocalKafka
+from transcoder.dev.local_kafka import LEAN_JVM, LocalKafka, free_port
 from transcoder.kafka.admin import wait_leaders
 
 #: The tests that take minutes start first (measured in a 4-worker run: 1-7 min each, most of it waiting on a fault
 #: or a subprocess's JVM), in this order: on an xdist worker, one started last would be the run's tail.
 LONGEST_FIRST = (
+    "tests/integration/test_spark_standalone.py",
     "tests/integration/test_service.py::test_sigkill_mid_copy_then_restart_loses_nothing",
     "tests/integration/test_evaluate_truth.py",
     "tests/integration/test_image_steps.py",
@@ -42,7 +43,8 @@ _SPARK_SESSIONS: list[object] = []
 
 
 def _uses_spark_session(item: pytest.Item) -> bool:
-    return bool(item.get_closest_marker("spark") and item.get_closest_marker("xdist_group"))
+    group = item.get_closest_marker("xdist_group")
+    return bool(item.get_closest_marker("spark") and group is not None and group.args[:1] == ("spark",))
 
 
 def _worker_order(item: pytest.Item) -> tuple[int, int]:

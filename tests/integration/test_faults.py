@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from tests.support.cli import run_cli
-from tests.support.cluster import Cluster, free_port
+from tests.support.cluster import Cluster
 from tests.support.faults import (
     Comparison,
     Throughput,
@@ -46,6 +46,7 @@ from tests.support.faults import (
     wait_for,
     write_config,
 )
+from transcoder.dev.local_kafka import free_port
 
 #: each guarantee on its default path, record sets fetched raw, re-batched in compiled code and sent by transcoder's
 #: BatchProducer (exactly-once: its transactional one); and exactly-once record by record (`hot_path: records`:

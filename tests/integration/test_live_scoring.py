@@ -1,5 +1,5 @@
-"""Live scoring of candidate codecs (`evaluate:` in the config) on a running service against the real broker:
-the figures it exports are evaluate's measurement of exactly the records it says it sampled."""
+"""Live scoring of candidate codecs (`evaluate:` in the config) on a running service, and on the Spark engine, against
+the real broker: the figures it exports are evaluate's measurement of exactly the records it says it sampled."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import time
 import urllib.request
 from typing import Any
 
+import pytest
+
 from tests.support.cli import run_cli
 from tests.support.configs import make_config
 from transcoder.evaluate.grid import Cell, Setting
 from transcoder.evaluate.measure import fold, measure_partition
 from transcoder.report.tables import candidate_sentence
-from transcoder.service.runner import Service
 
 COUNT = 20_000
 BATCH_BYTES = 65_536  # the destination's batch.max_bytes: a 256 KiB sample is several batches
@@ -41,7 +42,8 @@ def as_record(m: Any) -> tuple:
     return m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]
 
 
-def test_live_scoring_exports_evaluates_figures_of_the_sampled_records(kafka, topic_factory, read_topic):
+@pytest.mark.parametrize("engine", ["service", "spark"], indirect=True)
+def test_live_scoring_exports_evaluates_figures_of_the_sampled_records(engine, kafka, topic_factory, read_topic):
     source = topic_factory(partitions=2)
     seed = run_cli("seed", "--kind", "nginx", "--count", str(COUNT), "--headers", "--topic", source,
                    "-b", kafka.bootstrap)
@@ -52,7 +54,7 @@ def test_live_scoring_exports_evaluates_figures_of_the_sampled_records(kafka, to
                        metrics={"port": 0, "stats_interval_ms": 500},  # a quick last statistics emission
                        evaluate={"sample_interval_s": 0.2, "sample_bytes": SAMPLE_BYTES, "max_cpu_share": 0.5,
                                  "candidates": [{"codec": "zstd", "level": 9}, {"codec": "gzip"}]})
-    service = Service(conf)
+    service = engine(conf)
     port = service.serve(0)
     url = f"http://127.0.0.1:{port}"
     errors: list[BaseException] = []

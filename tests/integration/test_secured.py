@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.cluster import Cluster, free_port
+from tests.support.cluster import Cluster
 from tests.support.http import get
 from transcoder import config as cfg
 from transcoder.dev import certs
+from transcoder.dev.local_kafka import free_port
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.clients import connect_admin
 
@@ -328,4 +329,31 @@ def test_debug_logs_hold_no_secret(secured, mode, tmp_path, topic_factory):
     conf = write_config(tmp_path / "config.yaml", kafka, mode, topic_factory())
     proc = run_cli("validate", "-c", str(conf), env=env_for(kafka, TRANSCODER_LOG_LEVEL="debug"))
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_no_secret(kafka, proc.stdout, proc.stderr)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["sasl_ssl", "mtls"])
+def test_spark_copies_over_a_secured_listener_and_prints_no_secret(secured, mode, tmp_path, read_topic):
+    """The Spark engine (Spark's Java Kafka source reading, the executors' writer producing) over SASL_SSL SCRAM and
+    over mTLS, the client key given to the Java client by value; at debug, the clients' debug lines too: every
+    output of the driver, its JVM and its executors holds no secret."""
+    kafka = secured
+    source = f"secured-spark-{mode}-{time.monotonic_ns()}"
+    n = 2000
+    seeded = run_cli("seed", "--kind", "nginx", "--count", str(n), "--topic", source, "--partitions", "2",
+                     *cli_props(kafka, mode), env=env_for(kafka))
+    assert seeded.returncode == 0, seeded.stderr
+    conf = write_config(tmp_path / "config.yaml", kafka, mode, source)
+    raw = json.loads(conf.read_text())
+    raw["spark"] = {"master": "local[1]", "checkpoint_location": str(tmp_path / "checkpoints")}
+    conf.write_text(json.dumps(raw))
+    proc = run_cli("run", "--engine", "spark", "-c", str(conf), "--until-caught-up", timeout=400,
+                   env=env_for(kafka, TRANSCODER_LOG_LEVEL="debug", TRANSCODER_DEBUG_CLIENTS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = sorted(((m.partition(), m.key(), m.value()) for m in read_topic(source)), key=repr)
+    assert len(want) == n
+    for dest in (f"{source}.zstd", f"{source}.lz4"):
+        assert sorted(((m.partition(), m.key(), m.value()) for m in read_topic(dest)), key=repr) == want
+    assert "lane_caught_up" in proc.stderr  # the structured logs were captured
     assert_no_secret(kafka, proc.stdout, proc.stderr)

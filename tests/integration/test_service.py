@@ -18,7 +18,6 @@ from confluent_kafka.admin import ConfigResource
 
 from tests.support.cli import run_cli
 from tests.support.configs import make_config, raw_config
-from tests.support.faults import compare_topics
 from transcoder.codecs import CODECS
 from transcoder.errors import DeliveryError, TopicError
 from transcoder.service.runner import Service
@@ -260,44 +259,28 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
 SIGKILL_RECORDS = 24_000
 
 
-@pytest.mark.parametrize(("engine_name", "guarantee"), [
-    ("service", "at-least-once"),
-    pytest.param("spark", "at-least-once", marks=pytest.mark.spark),
-    pytest.param("spark", "exactly-once", marks=pytest.mark.spark)])
-def test_sigkill_mid_copy_then_restart_loses_nothing(engine_name, guarantee, kafka, topic_factory, read_topic, admin,
-                                                     tmp_path):
-    """The whole process SIGKILLed mid-copy (with Spark: the driver, its JVM and Python workers), then run again:
-    nothing lost; under exactly-once killed twice, and nothing twice either (read_committed, record by record)."""
+def test_sigkill_mid_copy_then_restart_loses_nothing(kafka, topic_factory, read_topic, admin, tmp_path):
+    """The whole process SIGKILLed mid-copy, then run again: nothing lost, nothing foreign, order kept apart from
+    the replayed overlap. The Spark engine's drivers and workers are SIGKILLed on a standalone cluster
+    (test_spark_standalone.py); exactly-once faults, record by record, are in test_faults.py."""
     source = topic_factory(partitions=3)
     proc = run_cli("seed", "--kind", "json-logs", "--count", str(SIGKILL_RECORDS), "--topic", source,
                    "-b", kafka.bootstrap, "--headers")
     assert proc.returncode == 0, proc.stderr
-    # On Spark, micro-batches of 3 x 2000 records: one or more is committed to the checkpoint before a kill.
-    extra = {"spark": {"master": "local[2]", "checkpoint_location": str(tmp_path / "checkpoints"),
-                       "max_offsets_per_trigger": 6000}} if engine_name == "spark" else {}
-    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}],
-                        guarantee=guarantee, **extra)
+    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}])
     dest = f"{source}.lz4"
     kafka.throttle_producer(f"transcoder-{dest}", 500_000)  # slow enough to be killed mid-copy
     try:
-        for at in (8000, 14000)[:2 if guarantee == "exactly-once" else 1]:
-            p = _start(path, "--engine", engine_name)
-            # a Spark driver's start-up on a busy 2-core machine is most of this wait
-            _wait_for(lambda at=at: _dest_count(admin, dest) > at, timeout=300)
-            os.killpg(p.pid, signal.SIGKILL)  # the whole driver: with Spark, its JVM and Python workers too
-            p.wait(30)
-            copied_at_kill = _dest_count(admin, dest)
-            assert copied_at_kill < SIGKILL_RECORDS, "the copy finished before it could be killed"
+        p = _start(path)
+        _wait_for(lambda: _dest_count(admin, dest) > 8000, timeout=300)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(30)
+        assert _dest_count(admin, dest) < SIGKILL_RECORDS, "the copy finished before it could be killed"
     finally:
         kafka.throttle_producer(f"transcoder-{dest}", None)
 
-    proc = run_cli("run", "--config", path, "--until-caught-up", "--engine", engine_name)
+    proc = run_cli("run", "--config", path, "--until-caught-up")
     assert proc.returncode == 0, proc.stderr
-    if guarantee == "exactly-once":
-        result = compare_topics(kafka.bootstrap, source, dest)
-        assert result.source == SIGKILL_RECORDS, result.summary()
-        assert (result.lost, result.duplicates, result.foreign, result.in_order) == (0, 0, 0, True), result.summary()
-        return
     want = Counter(fingerprint(m) for m in read_topic(source))
     got_msgs = read_topic(dest)
     got = Counter(fingerprint(m) for m in got_msgs)
@@ -307,8 +290,6 @@ def test_sigkill_mid_copy_then_restart_loses_nothing(engine_name, guarantee, kaf
         values = [m.value() for m in got_msgs if m.partition() == partition]
         dedup = list(dict.fromkeys(values))
         assert dedup == [m.value() for m in read_topic(source) if m.partition() == partition]
-    if engine_name == "spark":  # the restart resumed from the checkpoint: it did not copy everything again
-        assert sum(got.values()) < 2 * SIGKILL_RECORDS
 
 
 def test_sigterm_drains_and_commits_what_was_copied(kafka, topic_factory, admin, consumer_factory, tmp_path):

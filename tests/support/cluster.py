@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,12 +10,6 @@ import pytest
 
 from transcoder.dev.local_kafka import LocalKafka
 from transcoder.kafka.protocol import RawClient
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, free_port, resolve_jars
 
 #: The last Kafka line with ZooKeeper mode (4.0 removed it) and so with message format v0/v1 on disk.
 LEGACY_VERSION = "3.9.1"
@@ -40,14 +40,6 @@ def fetch(version: str = LEGACY_VERSION) -> Path:
     return resolve_jars(default_cache_dir() / "legacy-kafka" / version / "libs",
                         [f"org.apache.kafka:kafka_2.13:{version}", f"org.slf4j:slf4j-reload4j:{SLF4J_VERSION}"],
                         what=f"Kafka {version} (legacy source broker)")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LegacyKafka:
@@ -77,7 +69,7 @@ class LegacyKafka:
     def up(self, timeout: float = 90.0) -> LegacyKafka:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "log4j.properties").write_text(_LOG4J)
-        zk_port, port = _free_port(), _free_port()
+        zk_port, port = free_port(), free_port()
 
         zoo = self.state_dir / "zoo.cfg"
         zoo.write_text(f"dataDir={self.state_dir / 'zk-data'}\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\n"

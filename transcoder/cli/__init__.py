@@ -3,7 +3,16 @@
 Importing this package registers every command on `main`.
 """
 
-from transcoder.cli import demo, evaluate, local_kafka, migrate, report, run, seed  # noqa: F401  (registers the commands)
+from transcoder.cli import (  # noqa: F401  (registers the commands)
+    demo,
+    evaluate,
+    local_kafka,
+    migrate,
+    report,
+    run,
+    seed,
+    spark,
+)
 from transcoder.cli.main import main
 
 __all__ = ["main"]

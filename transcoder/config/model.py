@@ -294,7 +294,8 @@ class SparkConfig(_Model):
     max_offsets_per_trigger: PositiveInt | None = None
     #: Also commit each task's source offsets to the lane's consumer group once its records are acknowledged, so
     #: kafka-consumer-groups, lag monitors and the migration gates see the copy's progress (the checkpoint still
-    #: decides where a restart goes on). Under exactly-once the transactions commit them anyway.
+    #: decides where a restart goes on). Under exactly-once the transactions commit them anyway, and with a
+    #: `migration:` section they are always committed (its `copied` and `lag` gates read them).
     commit_group: bool = False
     #: Extra Spark settings (spark.executor.memory, spark.sql.shuffle.partitions, ...).
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
@@ -438,7 +439,7 @@ class Config(_Model):
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
     #: The Spark engine's settings; ignored by the single-process service.
     spark: SparkConfig = Field(default_factory=SparkConfig)
-    #: Live scoring of candidate codecs on samples of the copied records (the service only); None: off.
+    #: Live scoring of candidate codecs on samples of the copied records (either engine); None: off.
     evaluate: EvaluateConfig | None = None
     #: A staged migration: the lanes record the offset map (`transcoder migrate`); None: off.
     migration: MigrationConfig | None = None

@@ -171,7 +171,8 @@ class BrokerState:
         return [int(b.rsplit(":", 1)[1]) for b in (self.sasl_ssl_bootstrap, self.ssl_bootstrap) if b]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -338,8 +339,8 @@ class LocalKafka:
             if p is not None:
                 _check_port_free(p)
         libs = fetch(self.version, self.cache_dir)
-        port = port or _free_port()
-        controller_port = controller_port or _free_port()
+        port = port or free_port()
+        controller_port = controller_port or free_port()
         if controller_port == port:
             raise LocalKafkaError("the broker and controller ports must differ")
 
@@ -347,7 +348,7 @@ class LocalKafka:
         data_dir = self.state_dir / "data"
         config_file = self.state_dir / "server.properties"
         log_file = self.state_dir / "broker.log"
-        proxied = (_free_port(), proxy_port) if proxy_port is not None else None
+        proxied = (free_port(), proxy_port) if proxy_port is not None else None
         secured_at = None
         scram: list[str] = []
         password_file = self.state_dir / "secured" / "sasl-password"
@@ -357,7 +358,7 @@ class LocalKafka:
                 fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w") as f:
                     f.write(secrets.token_hex(16))  # hex: nothing StorageTool's [name=..,password=..] would split on
-            secured_at = (_free_port(), _free_port(), paths)
+            secured_at = (free_port(), free_port(), paths)
             scram = [a for m in _SCRAM_MECHANISMS
                      for a in ("--add-scram", f"{m}=[name={SCRAM_USER},password={password_file.read_text().strip()}]")]
         # Owner-only: with `secured`, PLAIN's password is in it.

@@ -22,7 +22,8 @@ class Served:
     """What an engine (the service, the Spark engine) serves: health, readiness and /status from its lanes'
     snapshots (each lane has `.status`, a LaneStatus, and `.metrics`, its LaneMetrics), on the endpoints.
 
-    The engine sets `config`, `metrics`, `lanes`, `brokers` and `endpoints`, and defines `cpu_by_lane`.
+    The engine sets `config`, `metrics`, `lanes`, `brokers`, `endpoints` and, with live scoring, `scorer` (whose
+    `snapshot()` is /status's candidate figures), and defines `cpu_by_lane`.
     """
 
     config: Any
@@ -31,6 +32,7 @@ class Served:
     brokers: BrokerFigures | None
     endpoints: Endpoints | None
     stop_event: threading.Event
+    scorer: Any = None
 
     def lanes_done(self) -> bool:
         return bool(self.lanes) and all(ln.status.state in ("caught-up", "stopped", "failed") for ln in self.lanes)
@@ -72,7 +74,8 @@ class Served:
         return status_doc.ready([ln.status for ln in self.lanes])
 
     def status(self) -> dict[str, Any]:
-        """The /status document (see metrics.status.document)."""
+        """The /status document (see metrics.status.document); with live scoring, each destination's candidates."""
         return status_doc.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
                                    lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
-                                   brokers=self.brokers, health=self.healthy, readiness=self.ready)
+                                   brokers=self.brokers, health=self.healthy, readiness=self.ready,
+                                   candidates=self.scorer.snapshot() if self.scorer is not None else None)

@@ -195,7 +195,8 @@ class Controller:
         return out
 
     def lane_committed(self) -> dict[int, int] | None:
-        """The lane's committed source offsets; None when its group has none (the Spark engine checkpoints them)."""
+        """The lane's committed source offsets (both engines commit them under a migration); None when its group
+        has none yet."""
         try:
             return dict(groups.describe_group(self.src_admin, self.r.lane_group, self.r.source).committed)
         except MigrationError:

@@ -34,8 +34,8 @@ class GateFacts:
     group: str
     members: tuple[str, ...]  # "client.id@host" of active members
     committed: Mapping[int, int]  # the group's committed source offsets
-    #: the lane's committed source offsets; None where the engine keeps them elsewhere (Spark's checkpoint):
-    #: then `copied` and `lag` are not checked, and `verified` must reach the group's offsets themselves
+    #: the lane's committed source offsets; None where its group has none yet: then `copied` and `lag` are not
+    #: checked, and `verified` must reach the group's offsets themselves
     lane_committed: Mapping[int, int] | None
     source_ends: Mapping[int, int]  # source high watermarks
     verified_through: Mapping[int, int]

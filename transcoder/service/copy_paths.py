@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
     from transcoder.config import Config
+    from transcoder.evaluate.live_windows import Sampler
     from transcoder.kafka.writer import Writer
     from transcoder.pipeline.ledger import Ledger
     from transcoder.pipeline.routes import LaneSpec
     from transcoder.service.checkpoint import Checkpoint
-    from transcoder.service.sampling import Sampler
 
 log = structlog.get_logger("transcoder.lane")
 

@@ -27,6 +27,7 @@ from confluent_kafka import (
 
 from transcoder.config import Config
 from transcoder.errors import TranscoderError
+from transcoder.evaluate.live_scoring import Scorer
 from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka.fetcher import Fetcher
 from transcoder.kafka.topic_ids import TopicIds
@@ -40,7 +41,6 @@ from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
 from transcoder.service.checkpoint import AtLeastOnce, Checkpoint, ExactlyOnce
 from transcoder.service.copy_paths import CopyPath, Records, RecordSets
-from transcoder.service.scoring import Scorer
 from transcoder.service.source_watch import SourceWatch
 from transcoder.service.transaction_drain import TransactionDrain
 

@@ -8,12 +8,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 
 from transcoder.config import Config
 from transcoder.errors import ConfigError, TranscoderError
+from transcoder.evaluate.live_scoring import Scorer
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, extend_partitions, prepare
 from transcoder.metrics import status as status_doc
@@ -24,7 +24,6 @@ from transcoder.metrics.registry import Metrics, MigrationMetrics
 from transcoder.metrics.served import Served
 from transcoder.service.heap import HeapTrim
 from transcoder.service.lane import Lane
-from transcoder.service.scoring import Scorer
 from transcoder.service.verifying import ContinuousVerification
 
 log = structlog.get_logger("transcoder.service")
@@ -96,13 +95,6 @@ class Service(Served):
             self.config, prepared.plan, MigrationMetrics(self.metrics.registry),
             committed=lambda: {tp: o for ln in self.lanes for tp, o in dict(ln.status.committed).items()})
         return self._side_thread("migration-verify", self.verification.run)
-
-    def status(self) -> dict[str, Any]:
-        """The /status document; with live scoring, each destination's candidate figures."""
-        return status_doc.document(group_id=self.config.group_id, lanes_mode=self.config.lanes,
-                                   lanes=[(ln.status, ln.metrics) for ln in self.lanes], cpu=self.cpu_by_lane(),
-                                   brokers=self.brokers, health=self.healthy, readiness=self.ready,
-                                   candidates=self.scorer.snapshot() if self.scorer is not None else None)
 
     def _abandon(self, limit: float) -> None:
         """Stopping took longer than shutdown_timeout_s (Kafka unreachable, a commit hanging): stop waiting.

@@ -23,6 +23,8 @@ import structlog
 from transcoder import errors
 from transcoder.config import Config
 from transcoder.errors import ConfigError, TranscoderError
+from transcoder.evaluate.live_scoring import Scorer
+from transcoder.evaluate.live_windows import Sampler
 from transcoder.kafka.admin import end_offsets
 from transcoder.kafka.provisioning import Prepared, prepare
 from transcoder.metrics.broker_figures import BrokerFigures
@@ -32,7 +34,7 @@ from transcoder.metrics.served import Served
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import LaneSpec
-from transcoder.spark import checkpoints, exactly_once, session, sink
+from transcoder.spark import checkpoints, exactly_once, executors, session, sink
 from transcoder.spark.source import read_options
 
 log = structlog.get_logger("transcoder.spark")
@@ -54,6 +56,10 @@ class SparkLane:
     #: source partition -> timestamp (ms) of the last record of the last committed micro-batch
     committed_ts: dict[Partition, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: live scoring's windows of this lane (evaluate: in the config); None: off
+    sampler: Sampler | None = None
+    #: source topic -> the partition its last window was taken from (samples rotate over the partitions)
+    sampled: dict[str, int] = field(default_factory=dict)
 
     def fold(self, tallies: list[sink.TaskTally]) -> float:
         """One micro-batch's task tallies into the lane's metrics and status (the service's vocabulary); return
@@ -113,6 +119,8 @@ class SparkEngine(Served):
         self._stage_cpu: dict[int, tuple[str, float]] = {}  # stage id -> (lane, executor CPU seconds)
         self._cpu_lock = threading.Lock()  # foreachBatch threads and the watch loop write, scrapes read
         self.start_ms = time.time() * 1000
+        #: live scoring of candidate codecs (evaluate: in the config) on a driver thread; None: off
+        self.scorer = Scorer(config.evaluate, self.metrics) if config.evaluate is not None else None
         self.metrics.cpu_source(self.cpu_by_lane, lambda: {ln.spec.name: ln.status.records for ln in self.lanes})
 
     # ------------------------------------------------------------------ the service's surface
@@ -132,8 +140,15 @@ class SparkEngine(Served):
         return prepare(self.config, create=create)
 
     def session(self) -> Any:
+        """The SparkSession; one this engine builds is first asked whether its executors can run transcoder (a
+        ConfigError in one line, and the session stopped, when they cannot)."""
         if self.spark is None:
-            self.spark = session.build(self.config.spark, app_name=f"transcoder-{self.config.group_id}")
+            spark = session.build(self.config.spark, app_name=f"transcoder-{self.config.group_id}")
+            refused = executors.check(spark)
+            if refused is not None:
+                spark.stop()
+                raise ConfigError(refused)
+            self.spark = spark
         return self.spark
 
     def check_checkpoints(self, prepared: Prepared, *, claim: bool) -> dict[str, str]:
@@ -167,8 +182,15 @@ class SparkEngine(Served):
                                 destinations={t.topic_for(s): (s, t.destination.label)
                                               for t in spec.targets for s in t.sources})
                 st.committed = self._resumes_at(store.committed(locations[spec.name]), assigned, lows)
-                self.lanes.append(SparkLane(spec, self.metrics.lane(spec.name), st, locations[spec.name]))
+                lane = SparkLane(spec, self.metrics.lane(spec.name), st, locations[spec.name])
+                if self.scorer is not None:
+                    lane.sampler = self.scorer.sampler({t.topic_for(s): (s, t.destination) for t in spec.targets
+                                                        for s in t.sources}, now=time.monotonic())
+                self.lanes.append(lane)
             poller = self.start_broker_figures(prepared)
+            if self.scorer is not None:
+                threading.Thread(target=self.scorer.run, args=(self.stop_event,), name="candidate-scoring",
+                                 daemon=True).start()
             for lane in self.lanes:
                 self._start(spark, lane, until_caught_up=until_caught_up)
             self._watch(prepared)
@@ -210,7 +232,8 @@ class SparkEngine(Served):
             try:
                 rows = df.selectExpr(*sink.COLUMNS).mapInArrow(write, sink.RESULT_SCHEMA).collect()
             except Exception as exc:  # py4j/pyspark errors: a JVM exception chain, kept as one line
-                lane.failure = TranscoderError(f"lane {spec.name}: micro-batch {batch_id} failed: {java_failure(exc)}")
+                failure = session.java_failure(exc)
+                lane.failure = TranscoderError(f"lane {spec.name}: micro-batch {batch_id} failed: {failure}")
                 raise lane.failure from exc
             tallies = [pickle.loads(r.tally) for r in rows]
             self._add_cpu(spec.name, "produce", lane.fold(tallies))
@@ -222,6 +245,8 @@ class SparkEngine(Served):
                 lane.failure = kind(fatal.fatal or "", topic=f.get("topic"), partition=f.get("partition"),
                                     offset=f.get("offset"), kafka_error=f.get("kafka_error"))
                 raise lane.failure  # the micro-batch is not committed: a restart writes it again
+            if lane.sampler is not None:
+                self._sample(lane, df, tallies)
 
         reader = spark.readStream.format("kafka").options(**read_options(config, list(spec.sources)))
         writer = (reader.load().writeStream.queryName(f"transcoder-{spec.name}")
@@ -236,6 +261,47 @@ class SparkEngine(Served):
         log.info("lane_started", lane=spec.name, engine="spark", master=config.spark.master,
                  checkpoint=lane.checkpoint, sources=list(spec.sources),
                  destinations=[f"{t.name} ({t.destination.label})" for t in spec.targets])
+
+    def _sample(self, lane: SparkLane, df: Any, tallies: list[sink.TaskTally]) -> None:
+        """Live scoring's capture on the driver, after a micro-batch was written: when the sample interval is due,
+        windows open; each open window is offered the records of one partition of this micro-batch (its bound
+        partition, else the next after the last one sampled that the micro-batch carried), read again from Kafka
+        (the same offsets, at most about the window's bytes). A failure is the scorer's to report, never the lane's."""
+        from pyspark.sql import functions as F
+
+        sampler = lane.sampler
+        assert sampler is not None
+        now = time.monotonic()
+        if now >= sampler.due:
+            sampler.tick(now)
+        if not sampler.capturing:
+            return
+        carried = sorted({tp for t in tallies for tp in t.ranges})
+        records = sum(t.records for t in tallies)
+        average = max(1, sum(t.source_bytes for t in tallies) // max(1, records))
+        fetched: set[Partition] = set()
+        for window in sampler.open_windows():
+            source = window.target.source
+            if window.partition is not None:
+                partition = window.partition
+            else:
+                parts = [p for s, p in carried if s == source]
+                if not parts:
+                    continue
+                later = [p for p in parts if p > lane.sampled.get(source, -1)]
+                partition = min(later) if later else min(parts)
+            if (source, partition) in fetched:
+                continue
+            fetched.add((source, partition))
+            try:
+                rows = (df.where((F.col("topic") == source) & (F.col("partition") == partition))
+                        .selectExpr(*sink.COLUMNS).limit(2 * (window.target.limit // average) + 16).toArrow())
+                msgs = sorted((m for b in rows.to_batches() for m in sink.arrow_records(b)), key=lambda m: m.offset())
+            except Exception as exc:  # noqa: BLE001 - a sample is not worth a lane: the scorer reports it
+                sampler.failed(window, exc)
+                continue
+            lane.sampled[source] = partition
+            sampler.offer(msgs)
 
     def _watch(self, prepared: Prepared) -> None:
         """Follow the queries until each ends (caught up, stopped or failed): lag, CPU, health, stop requests."""
@@ -275,7 +341,8 @@ class SparkEngine(Served):
             return
         st.state = "failed"
         if lane.failure is None:
-            lane.failure = TranscoderError(f"lane {lane.spec.name}: the Spark query failed: {java_failure(exc)}")
+            failure = session.java_failure(exc)
+            lane.failure = TranscoderError(f"lane {lane.spec.name}: the Spark query failed: {failure}")
         st.error = str(lane.failure)
         log.error("lane_failed", lane=lane.spec.name, error=st.error, **lane.failure.fields())
         self.stop_event.set()  # the other lanes stop after their micro-batch
@@ -337,31 +404,6 @@ class SparkEngine(Served):
             per_lane[lane_name] = per_lane.get(lane_name, 0.0) + seconds
         for lane_name, seconds in per_lane.items():
             self._add_cpu(lane_name, "consume", seconds, total=True)
-
-
-def java_failure(exc: BaseException) -> str:
-    """One line for an error raised through py4j: the first line of the JVM exception, and of its root cause
-    (e.g. Spark's 'Some data may have been lost...' and Kafka's 'Fetch position ... is out of range for
-    partition src-0')."""
-    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
-    lines: list[str] = []
-    if java is None and getattr(exc, "_cause", None) is not None:  # a query's StreamingQueryException
-        desc = (str(getattr(exc, "_desc", "") or "").strip().splitlines() or [""])[0]
-        lines = [desc] if desc else []
-        java = getattr(exc._cause, "_origin", None)
-    try:
-        while java is not None and len(lines) < 10:
-            message = java.getMessage()
-            name = java.getClass().getSimpleName()
-            first = (str(message).strip().splitlines() or [""])[0].split(";")[0] if message else ""
-            lines.append(f"{name}: {first}" if first else name)
-            java = java.getCause()
-    except Exception:  # the JVM may be gone; the Python text below still says something
-        log.debug("java_failure_unreadable", exc_info=True)
-    if not lines:
-        text = str(exc).strip().splitlines()
-        return text[0] if text else type(exc).__name__
-    return lines[0] if len(lines) == 1 else f"{lines[0]} (cause: {lines[-1]})"
 
 
 def _get_json(url: str) -> Any:

@@ -156,16 +156,14 @@ def _build(master: str) -> Any:
 
 def _failure(exc: BaseException) -> str:
     """One line for a failed job: a Python worker's exception as its traceback's last line (`ValueError: ...`),
-    else the JVM's exception and root cause (engine.java_failure)."""
+    else the JVM's exception and root cause (session.java_failure)."""
     from pyspark.errors import PythonException
-
-    from transcoder.spark.engine import java_failure
 
     if isinstance(exc, PythonException):
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.strip().startswith("SQLSTATE")]
         if lines:
             return f"in a Python worker: {lines[-1]}"
-    return java_failure(exc)
+    return session.java_failure(exc)
 
 
 def _measured(df: Any, kafka_partitions: list[int], cells: Sequence[Cell], repeats: int, max_records: int) -> Any:

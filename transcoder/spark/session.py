@@ -11,11 +11,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from transcoder.config import SparkConfig
 from transcoder.errors import ConfigError, TranscoderError
 
 #: Spark 4's Scala version: the connector's artifact carries it in its name.
 SCALA_VERSION = "2.13"
+
+log = structlog.get_logger("transcoder.spark")
 
 
 def connector_coordinates(pyspark_version: str) -> str:
@@ -85,8 +89,9 @@ def worker_python(spark: SparkConfig, *, submitted: bool, environ: Mapping[str, 
 #: Spark's own default spark.redaction.regex (SparkConf in the UI and event logs, and option values in plans: a key
 #: or a value it matches is hidden), and JAAS configs (`kafka.sasl.jaas.config` carries the SASL password).
 REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|jaas"
-#: Source and sink options whose values plans and the UI hide (Spark's default is `(?i)url` only).
-OPTIONS_REDACTION_REGEX = r"(?i)url|jaas|password|secret|token"
+#: Source and sink options whose values plans and the UI hide (Spark's default is `(?i)url` only; `keystore`: the
+#: client key and certificate of mTLS, given by value).
+OPTIONS_REDACTION_REGEX = r"(?i)url|jaas|password|secret|token|keystore"
 _REDACTION = {"spark.redaction.regex": REDACTION_REGEX, "spark.sql.redaction.options.regex": OPTIONS_REDACTION_REGEX}
 
 
@@ -146,3 +151,28 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
         raise TranscoderError(f"cannot start Spark (master {spark.master}): {first}") from exc
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def java_failure(exc: BaseException) -> str:
+    """One line for an error raised through py4j: the first line of the JVM exception, and of its root cause
+    (e.g. Spark's 'Some data may have been lost...' and Kafka's 'Fetch position ... is out of range for
+    partition src-0')."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    lines: list[str] = []
+    if java is None and getattr(exc, "_cause", None) is not None:  # a query's StreamingQueryException
+        desc = (str(getattr(exc, "_desc", "") or "").strip().splitlines() or [""])[0]
+        lines = [desc] if desc else []
+        java = getattr(exc._cause, "_origin", None)
+    try:
+        while java is not None and len(lines) < 10:
+            message = java.getMessage()
+            name = java.getClass().getSimpleName()
+            first = (str(message).strip().splitlines() or [""])[0].split(";")[0] if message else ""
+            lines.append(f"{name}: {first}" if first else name)
+            java = java.getCause()
+    except Exception:  # the JVM may be gone; the Python text below still says something
+        log.debug("java_failure_unreadable", exc_info=True)
+    if not lines:
+        text = str(exc).strip().splitlines()
+        return text[0] if text else type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]} (cause: {lines[-1]})"

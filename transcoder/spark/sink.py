@@ -209,7 +209,8 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
     writer, metrics = _writer(config, fingerprint, lane, start_ms)
     txns = TaskTransactions(config, lane, writer, group_client(config, fingerprint, lane)) \
         if config.guarantee == "exactly-once" else None
-    commit_group = config.spark.commit_group and txns is None  # exactly-once: the transactions commit them
+    # exactly-once: the transactions commit them; a migration's gates read them (copied, lag)
+    commit_group = (config.spark.commit_group or config.migration is not None) and txns is None
     limit = config.max_in_flight_bytes
     records = source_bytes = 0
     ranges: dict[Partition, tuple[int, int, int]] = {}

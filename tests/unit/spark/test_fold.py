@@ -65,7 +65,7 @@ class _Java:
 
 
 def test_a_jvm_failure_is_one_line_with_its_root_cause():
-    from transcoder.spark.engine import java_failure
+    from transcoder.spark.session import java_failure
 
     lost = _Java("KafkaIllegalStateException", "Some data may have been lost because they are not available in "
                  "Kafka any more; either the data was aged out by Kafka\nor the topic was deleted",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -85,15 +86,70 @@ def test_cluster_properties_are_translated_for_the_java_client_or_refused():
     assert (o["kafka.ssl.truststore.type"], o["kafka.ssl.truststore.location"]) == ("PEM", "/etc/kafka/ca.pem")
     assert o["kafka.ssl.endpoint.identification.algorithm"] == ""
     assert "kafka.sasl.password" not in o and "kafka.sasl.mechanisms" not in o
-    with pytest.raises(ConfigError, match=r"cluster.config ssl.certificate.location is not yet translated"):
-        read_options(conf(cluster={"bootstrap_servers": "k:9092", "config": {"ssl.certificate.location": "/c.pem"}}),
-                     ["a"])
+    with pytest.raises(ConfigError, match=r"cluster.config enable.ssl.certificate.verification is not yet translated"):
+        read_options(conf(cluster={"bootstrap_servers": "k:9092", "config": {
+            "enable.ssl.certificate.verification": "false"}}), ["a"])
     with pytest.raises(ConfigError, match=r"sasl.mechanism OAUTHBEARER: the Spark engine translates them for PLAIN"):
         read_options(conf(cluster={"bootstrap_servers": "k:9092", "config": {
             "sasl.mechanism": "OAUTHBEARER", "sasl.username": "u", "sasl.password": "${env:PW}"}},
             environ={"PW": "x"}), ["a"])
     settings = session.settings(conf().spark, app_name="t", version="4.2.0")
     assert "jaas" in settings["spark.sql.redaction.options.regex"]  # options in plans and the UI: redacted
+
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def _key(password: bytes | None) -> tuple[str, str]:
+    """A fresh EC key as PKCS#8 PEM, encrypted with `password` (PBES2, as OpenSSL and cryptography write today)
+    or not, and the same key unencrypted."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    enc = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    plain = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()).decode()
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc).decode(), plain
+
+
+KEY, PLAIN_KEY = _key(b"kpw")
+
+
+def test_a_client_certificate_and_key_become_a_pem_key_store_given_by_value(tmp_path):
+    (tmp_path / "c.pem").write_text(CERT)
+    (tmp_path / "k.pem").write_text(KEY)
+    mtls = {"security.protocol": "SSL", "ssl.certificate.location": str(tmp_path / "c.pem"),
+            "ssl.key.location": str(tmp_path / "k.pem"), "ssl.key.password": "${env:KP}"}
+    o = read_options(conf(cluster={"bootstrap_servers": "k:9093", "config": mtls}, environ={"KP": "kpw"}), ["a"])
+    # the encrypted key (PBES2, which Java 17's PEM key store cannot open) opened here with ssl.key.password
+    assert KEY.startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    assert {k: v for k, v in o.items() if k.startswith("kafka.ssl")} == {
+        "kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.certificate.chain": CERT,
+        "kafka.ssl.keystore.key": PLAIN_KEY}
+    plain, _ = _key(None)
+    inline = {"ssl.certificate.pem": CERT, "ssl.key.pem": "${env:K}"}  # PEM text, the key by reference
+    o = read_options(conf(cluster={"bootstrap_servers": "k:9093", "config": inline}, environ={"K": plain}), ["a"])
+    assert (o["kafka.ssl.keystore.certificate.chain"], o["kafka.ssl.keystore.key"]) == (CERT, plain)
+    settings = session.settings(conf().spark, app_name="t", version="4.2.0")
+    assert re.search(settings["spark.sql.redaction.options.regex"], "kafka.ssl.keystore.key")  # hidden in plans
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"ssl.certificate.location": "/nonexistent/c.pem", "ssl.key.pem": "${env:K}"},
+     r"^cluster.config ssl.certificate.location: cannot read /nonexistent/c.pem: No such file or directory$"),
+    ({"ssl.certificate.pem": CERT}, r"a key its certificate: ssl.key.location or ssl.key.pem is not set$"),
+    ({"ssl.certificate.pem": CERT, "ssl.key.pem": "${env:RSA}"},
+     r"reads PKCS#8 keys only .*`openssl pkcs8 -topk8`$"),
+    ({"ssl.certificate.pem": CERT, "ssl.key.pem": "${env:K}"},
+     r"^cluster.config ssl.key: the key is encrypted and ssl.key.password is not set$"),
+    ({"ssl.certificate.pem": CERT, "ssl.key.pem": "${env:K}", "ssl.key.password": "${env:WRONG}"},
+     r"^cluster.config ssl.key.password does not open the key: "),
+])
+def test_a_client_certificate_or_key_the_java_client_cannot_take_is_one_line(config, message):
+    with pytest.raises(ConfigError, match=message):
+        read_options(conf(cluster={"bootstrap_servers": "k:9093", "config": config},
+                          environ={"K": KEY, "WRONG": "nope", "RSA": "-----BEGIN RSA PRIVATE KEY-----\nx\n"}), ["a"])
 
 
 def test_under_spark_submit_its_master_and_packages_stay(monkeypatch):

@@ -1,10 +1,10 @@
-"""transcoder.service.sampling: live scoring's windows, captured from consumed batches (no broker)."""
+"""transcoder.evaluate.live_windows: live scoring's windows, captured from consumed batches (no broker)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transcoder.service.sampling import Sampler, SampleTarget, Window, take
+from transcoder.evaluate.live_windows import Sampler, SampleTarget, Window, take
 
 
 @dataclass

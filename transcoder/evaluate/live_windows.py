@@ -110,6 +110,11 @@ class Sampler:
         self.capturing = bool(self._open)
         self.due = now + self.interval_s
 
+    def open_windows(self) -> tuple[Window, ...]:
+        """The windows still open (a caller that fetches records to offer, as the Spark engine's driver does, fetches
+        a bound window's partition)."""
+        return tuple(self._open)
+
     def offer(self, msgs: Sequence[Any]) -> None:
         """A consumed batch (the lane's, as it copies it): records of the open windows' partitions are taken."""
         still = []

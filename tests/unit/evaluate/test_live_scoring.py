@@ -1,4 +1,4 @@
-"""transcoder.service.scoring: the CPU-share pause, scoring a window with evaluate's measurement, the figures in
+"""transcoder.evaluate.live_scoring: the CPU-share pause, scoring a window with evaluate's measurement, the figures in
 the metrics and /status, errors reported and never raised (no broker)."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from transcoder.config.model import Destination, EvaluateConfig
+from transcoder.evaluate import live_scoring as scoring
 from transcoder.evaluate.grid import Cell, Setting
+from transcoder.evaluate.live_scoring import Scorer, cpu_share_wait, score
+from transcoder.evaluate.live_windows import SampleTarget, Window
 from transcoder.evaluate.measure import fold, measure_partition
 from transcoder.metrics.registry import Metrics
 from transcoder.metrics.status import candidates_document
-from transcoder.service import scoring
-from transcoder.service.sampling import SampleTarget, Window
-from transcoder.service.scoring import Scorer, cpu_share_wait, score
 
 
 @pytest.mark.parametrize(("cpu", "share", "wait"), [

@@ -1,5 +1,5 @@
 """Live scoring of candidate codecs (`evaluate:` in the config): one background thread per service instance
-scores the windows the lanes capture (service.sampling) with evaluate's own measurement.
+scores the windows the lanes capture (evaluate.live_windows) with evaluate's own measurement.
 
 A window is measured as `transcoder evaluate` measures a partition: `measure_partition(records, [the
 destination's own setting, each candidate], repeats=1, max_records=batch.max_records)` at the destination's
@@ -28,10 +28,10 @@ import structlog
 
 from transcoder.config.model import Destination, EvaluateConfig
 from transcoder.evaluate.grid import Cell, Setting
+from transcoder.evaluate.live_windows import Sampler, SampleTarget, Window
 from transcoder.evaluate.measure import fold, measure_partition
 from transcoder.metrics.registry import Metrics, SettingScore
 from transcoder.metrics.status import CandidateScores, CandidateStatus
-from transcoder.service.sampling import Sampler, SampleTarget, Window
 
 log = structlog.get_logger("transcoder.scoring")
 
