@@ -110,7 +110,8 @@ def process_cpu(pid: int) -> float:
 # ---------------------------------------------------------------- transcoder
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
                      workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None,
-                     hot_path: str | None = None, spark_cluster: StandaloneCluster | None = None) -> Running:
+                     hot_path: str | None = None, spark_cluster: StandaloneCluster | None = None,
+                     spark_read: str | None = None) -> Running:
     """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching); with
     `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`), or on `spark_cluster`
     (its master and workers' CPU counted too, the cluster stopped with the copy); `hot_path` as the config's (None:
@@ -131,7 +132,10 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
     if hot_path is not None:
         conf["hot_path"] = hot_path
     if spark_master is not None:
-        conf["spark"] = {"master": spark_master, "checkpoint_location": str(workdir / f"{tag}.checkpoints")}
+        conf["spark"] = {"master": spark_master, "checkpoint_location": str(workdir / f"{tag}.checkpoints"),
+                         **({"read": spark_read} if spark_read else {}),
+                         # a cluster's workers on this machine run this interpreter (its venv has transcoder)
+                         **({"conf": {"spark.pyspark.python": sys.executable}} if spark_cluster else {})}
     path = workdir / f"{tag}.yaml"
     path.write_text(yaml.safe_dump(conf))
     log = workdir / f"{tag}.log"

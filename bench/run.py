@@ -32,7 +32,7 @@ from transcoder.kafka.protocol import RawClient
 
 # kcat does not carry timestamps
 LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "spark-local1", "spark-local2",
-                   "spark-cluster1", "spark-cluster2"}
+                   "spark-cluster1", "spark-cluster2", "spark-local1-own", "spark-cluster1-own", "spark-cluster2-own"}
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,8 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                     if copier.startswith("spark-cluster") else None
                 running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag,
                                                    live=live, spark_master=master, spark_cluster=cluster,
-                                                   hot_path="records" if copier.endswith("-records") else None)
+                                                   hot_path="records" if copier.endswith("-records") else None,
+                                                   spark_read="transcoder" if copier.endswith("-own") else None)
             elif copier.startswith("mm2"):
                 assert libs is not None
                 alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"
@@ -253,7 +254,8 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "dataset. spark-localN: `transcoder run --engine spark` on local[N] (CPU: "
         "the driver, its JVM and Python workers; start-up includes the SparkSession). spark-clusterN: the same on a "
         "standalone cluster of N 1-core workers started from pyspark's jars for the copy (CPU: the driver's tree and "
-        "the master's and workers' trees, executors and their Python workers included).",
+        "the master's and workers' trees, executors and their Python workers included). -own: `spark.read: "
+        "transcoder` (each task reads its offset range with transcoder's fetcher).",
         "",
         "## Copiers",
         "",

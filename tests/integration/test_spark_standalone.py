@@ -61,8 +61,7 @@ def _spark(cluster: StandaloneCluster, tmp_path, **conf: str) -> dict:
             "max_offsets_per_trigger": 4000, "conf": {**EXECUTOR_CONF, **conf}}
 
 
-def test_executors_without_transcoder_are_refused_in_one_line_and_a_pack_ships_it(cluster, packed, kafka,
-                                                                                  topic_factory, tmp_path):
+def test_executors_without_transcoder_are_refused_in_one_line(cluster, kafka, topic_factory, tmp_path):
     source = topic_factory(partitions=1)
     routes = [{"source": source, "destinations": [{"codec": "zstd"}]}]
     bare = write_config(tmp_path, kafka, routes, name="bare.yaml",
@@ -76,10 +75,7 @@ def test_executors_without_transcoder_are_refused_in_one_line_and_a_pack_ships_i
     # (transcoder itself, or, where the driver's source tree is on the workers' path, its compiled module)
     assert re.search(r"No module named 'transcoder(_native)?'", lines[0]) and "transcoder spark pack" in lines[0]
 
-    shipped = write_config(tmp_path, kafka, routes, name="shipped.yaml", spark=_spark(cluster, tmp_path, **packed))
-    proc = run_cli("validate", "--engine", "spark", "--config", shipped, env=cluster.env())
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.rstrip().endswith("ok: every pre-flight check passed")
+    # With the pack's settings the same workers run transcoder: every copy below ships it that way.
 
 
 def _dest_count(admin, topic: str) -> int:

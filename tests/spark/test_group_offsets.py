@@ -1,11 +1,13 @@
 """The lane's consumer group on the Spark engine, on the session's SparkSession. exactly-once: a copy in several
 micro-batches, then the last one replayed as Spark replays it after a driver killed between its tasks' commits and
-the checkpoint's. at-least-once with spark.commit_group: the group's offsets where the copy is."""
+the checkpoint's. at-least-once with spark.commit_group: the group's offsets where the copy is. Both with Spark's
+Kafka source reading and with transcoder's own reader (spark.read: transcoder)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.configs import make_config
@@ -17,7 +19,8 @@ PARTITIONS = 3
 PER_PARTITION = 1000
 
 
-def test_a_micro_batch_replayed_after_its_tasks_committed_copies_nothing_twice(kafka, spark, topic_factory,
+@pytest.mark.parametrize("read", ["kafka", "transcoder"])
+def test_a_micro_batch_replayed_after_its_tasks_committed_copies_nothing_twice(read, kafka, spark, topic_factory,
                                                                               producer_factory, tmp_path):
     source = topic_factory(partitions=PARTITIONS)
     producer = producer_factory(**{"linger.ms": 5})
@@ -26,7 +29,7 @@ def test_a_micro_batch_replayed_after_its_tasks_committed_copies_nothing_twice(k
                          partition=i % PARTITIONS, headers=[("n", str(i).encode())] if i % 2 else None)
     assert producer.flush(60) == 0
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd"}]}], guarantee="exactly-once",
-                       spark={"checkpoint_location": str(tmp_path), "max_offsets_per_trigger": 1200})
+                       spark={"checkpoint_location": str(tmp_path), "max_offsets_per_trigger": 1200, "read": read})
     first = SparkEngine(conf, spark=spark)
     first.run(until_caught_up=True)
     [lane] = first.lanes
@@ -57,7 +60,8 @@ def test_a_micro_batch_replayed_after_its_tasks_committed_copies_nothing_twice(k
     assert [tp.offset for tp in got] == [PER_PARTITION] * PARTITIONS
 
 
-def test_at_least_once_with_commit_group_shows_its_progress_in_the_lanes_group(kafka, spark, topic_factory,
+@pytest.mark.parametrize("read", ["kafka", "transcoder"])
+def test_at_least_once_with_commit_group_shows_its_progress_in_the_lanes_group(read, kafka, spark, topic_factory,
                                                                                producer_factory, tmp_path):
     source = topic_factory(partitions=PARTITIONS)
     producer = producer_factory()
@@ -65,10 +69,13 @@ def test_at_least_once_with_commit_group_shows_its_progress_in_the_lanes_group(k
         producer.produce(source, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % PARTITIONS)
     assert producer.flush(60) == 0
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}],
-                       spark={"checkpoint_location": str(tmp_path), "commit_group": True})
+                       spark={"checkpoint_location": str(tmp_path), "commit_group": True, "read": read})
     engine = SparkEngine(conf, spark=spark)
     engine.run(until_caught_up=True)
     [lane] = engine.lanes
+    result = compare_topics(kafka.bootstrap, source, lane.spec.targets[0].topic_for(source))
+    assert (result.source, result.lost, result.duplicates, result.foreign) == (PARTITIONS * 200, 0, 0, 0), \
+        result.summary()
     c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": lane.spec.group_id})
     try:
         got = c.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=30)

@@ -297,6 +297,10 @@ class SparkConfig(_Model):
     #: decides where a restart goes on). Under exactly-once the transactions commit them anyway, and with a
     #: `migration:` section they are always committed (its `copied` and `lag` gates read them).
     commit_group: bool = False
+    #: Who reads the source: `kafka`, Spark's Kafka source (its Java consumer in the executors, records handed to
+    #: the Python writers as Arrow columns); `transcoder`, transcoder's own raw fetcher in each task, over offset
+    #: ranges the driver plans per micro-batch (Spark keeps the scheduling, retries and the checkpoint).
+    read: Literal["kafka", "transcoder"] = "kafka"
     #: Extra Spark settings (spark.executor.memory, spark.sql.shuffle.partitions, ...).
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
 

@@ -34,7 +34,7 @@ from transcoder.metrics.served import Served
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import LaneSpec
-from transcoder.spark import checkpoints, exactly_once, executors, session, sink
+from transcoder.spark import checkpoints, exactly_once, executors, ranges, session, sink
 from transcoder.spark.source import read_options
 
 log = structlog.get_logger("transcoder.spark")
@@ -103,7 +103,7 @@ class SparkEngine(Served):
     """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession."""
 
     def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:
-        refused = exactly_once.refusal(config)
+        refused = exactly_once.refusal(config) or ranges.refusal(config)
         if refused is not None:
             raise ConfigError(refused)
         self.config = config
@@ -227,10 +227,14 @@ class SparkEngine(Served):
         write = sink.task_function(config, fingerprint, spec, self.start_ms)
         context = spark.sparkContext
 
+        own_reader = config.spark.read == "transcoder"
+
         def on_batch(df: Any, batch_id: int) -> None:
             context.setJobGroup(f"transcoder-{spec.name}", f"transcoder lane {spec.name} micro-batch {batch_id}")
             try:
-                rows = df.selectExpr(*sink.COLUMNS).mapInArrow(write, sink.RESULT_SCHEMA).collect()
+                # transcoder's reader copies in its tasks and yields their tallies; Spark's, the writers' tasks do
+                rows = df.collect() if own_reader else \
+                    df.selectExpr(*sink.COLUMNS).mapInArrow(write, sink.RESULT_SCHEMA).collect()
             except Exception as exc:  # py4j/pyspark errors: a JVM exception chain, kept as one line
                 failure = session.java_failure(exc)
                 lane.failure = TranscoderError(f"lane {spec.name}: micro-batch {batch_id} failed: {failure}")
@@ -248,7 +252,11 @@ class SparkEngine(Served):
             if lane.sampler is not None:
                 self._sample(lane, df, tallies)
 
-        reader = spark.readStream.format("kafka").options(**read_options(config, list(spec.sources)))
+        if own_reader:
+            spark.dataSource.register(ranges.source_class(config, spec, fingerprint, self.start_ms))
+            reader = spark.readStream.format(ranges.NAME)
+        else:
+            reader = spark.readStream.format("kafka").options(**read_options(config, list(spec.sources)))
         writer = (reader.load().writeStream.queryName(f"transcoder-{spec.name}")
                   .option("checkpointLocation", lane.checkpoint).foreachBatch(on_batch))
         if until_caught_up:

@@ -21,7 +21,7 @@ import json
 import pickle
 import time
 from binascii import a2b_base64
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,16 +205,9 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
     """Write one task's records (Arrow batches of one source partition range) to every destination of the
     lane; return when each is acknowledged, dead-lettered, or a failure is known (then `fatal` says which).
     exactly-once: in the task's transactions (spark.exactly_once), from the group's committed offset on."""
-    cpu0, t0 = time.process_time(), time.monotonic()
-    writer, metrics = _writer(config, fingerprint, lane, start_ms)
-    txns = TaskTransactions(config, lane, writer, group_client(config, fingerprint, lane)) \
-        if config.guarantee == "exactly-once" else None
-    # exactly-once: the transactions commit them; a migration's gates read them (copied, lag)
-    commit_group = (config.spark.commit_group or config.migration is not None) and txns is None
-    limit = config.max_in_flight_bytes
+    task = _Task(config, fingerprint, lane, start_ms)
+    writer, txns, ranges = task.writer, task.txns, task.ranges
     records = source_bytes = 0
-    ranges: dict[Partition, tuple[int, int, int]] = {}
-    fatal: TranscoderError | None = None
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -246,14 +239,42 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                 for r in recs:
                     at = (r.topic(), r.partition())
                     ranges[at] = (ranges[at][0] if at in ranges else r.offset(), r.offset(), r.timestamp()[1])
-            writer.tick(time.monotonic())  # batches whose linger is over go
-            writer.poll(0)
+            task.turn()
+        task.finish()
+    except TranscoderError as exc:
+        task.fatal = exc
+    return task.tally(records, source_bytes)
+
+
+class _Task:
+    """One task's writer, transactions and ranges, and the steps every task takes whatever reads its records:
+    a turn after each run (linger, failures, backpressure), the end (commit, drain, the group's offsets), the tally."""
+
+    def __init__(self, config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -> None:
+        self.cpu0, self.t0 = time.process_time(), time.monotonic()
+        self.config, self.fingerprint, self.lane = config, fingerprint, lane
+        self.writer, self.metrics = _writer(config, fingerprint, lane, start_ms)
+        self.txns = TaskTransactions(config, lane, self.writer, group_client(config, fingerprint, lane)) \
+            if config.guarantee == "exactly-once" else None
+        # exactly-once: the transactions commit them; a migration's gates read them (copied, lag)
+        self.commit_group = (config.spark.commit_group or config.migration is not None) and self.txns is None
+        #: source partition -> (first offset, last offset, timestamp of the last record) written
+        self.ranges: dict[Partition, tuple[int, int, int]] = {}
+        self.fatal: TranscoderError | None = None
+
+    def turn(self) -> None:
+        writer = self.writer
+        writer.tick(time.monotonic())  # batches whose linger is over go
+        writer.poll(0)
+        writer.handle_failures()
+        while writer.ledger.in_flight_bytes > self.config.max_in_flight_bytes:  # backpressure, as the lane's
+            writer.poll(0.05)
             writer.handle_failures()
-            while writer.ledger.in_flight_bytes > limit:  # backpressure, as the service's lane
-                writer.poll(0.05)
-                writer.handle_failures()
-        if txns is not None:
-            txns.commit()  # delivers what the transaction holds, or fails
+
+    def finish(self) -> None:
+        config, lane, writer, ranges = self.config, self.lane, self.writer, self.ranges
+        if self.txns is not None:
+            self.txns.commit()  # delivers what the transaction holds, or fails
         writer.drain(config.shutdown_timeout_s)
         outstanding = writer.ledger.outstanding(list(ranges))
         if outstanding:
@@ -261,19 +282,51 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                 f"lane {lane.name}: {outstanding} records of {show(ranges)} not acknowledged within "
                 f"shutdown_timeout_s={config.shutdown_timeout_s:g}s; the micro-batch is not committed")
         writer.final_statistics()
-        if commit_group and ranges:
-            _commit_group(group_client(config, fingerprint, lane), lane, ranges)
+        if self.commit_group and ranges:
+            _commit_group(group_client(config, self.fingerprint, lane), lane, ranges)
+
+    def tally(self, records: int, source_bytes: int) -> TaskTally:
+        self.writer.flush_acked()
+        self.writer.ledger.forget(list(self.ranges))
+        tally = self.metrics.take()
+        tally.records, tally.source_bytes, tally.ranges = records, source_bytes, self.ranges
+        tally.cpu_seconds, tally.seconds = time.process_time() - self.cpu0, time.monotonic() - self.t0
+        if self.fatal is not None:
+            f = self.fatal
+            tally.fatal, tally.fatal_type, tally.fatal_fields = str(f), type(f).__name__, f.fields()
+        return tally
+
+
+def write_stored_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float, tp: Partition, first: int,
+                      runs: Callable[[int], Generator[tuple[Any, int, int], None, None]]) -> TaskTally:
+    """One task of `spark.read: transcoder` (spark/ranges.py): source partition `tp` from offset `first`, its
+    stored records as `runs(from_offset)` reads them ((records, start index, stop index) each), to every
+    destination, as write_task writes Spark's; under exactly-once from the group's committed offset when further."""
+    task = _Task(config, fingerprint, lane, start_ms)
+    writer, txns = task.writer, task.txns
+    records = source_bytes = 0
+    try:
+        start = first
+        if txns is not None:
+            txns.begin(tp)
+            start = max(first, txns.committed or 0)  # a replay: copied already below the group's offset
+        read = runs(start)
+        try:
+            for stored, i, j in read:
+                n, nbytes = writer.write_stored(tp, stored, time.monotonic(), i, j)
+                records, source_bytes = records + n, source_bytes + nbytes
+                begin, last, _ = stored.span(i, j)
+                stamp = int(stored.record(j - 1)[1])
+                task.ranges[tp] = (task.ranges[tp][0] if tp in task.ranges else begin, last, stamp)
+                if txns is not None and n:
+                    txns.written(last + 1)
+                task.turn()
+        finally:
+            read.close()
+        task.finish()
     except TranscoderError as exc:
-        fatal = exc
-    finally:
-        writer.flush_acked()
-        writer.ledger.forget(list(ranges))
-    tally = metrics.take()
-    tally.records, tally.source_bytes, tally.ranges = records, source_bytes, ranges
-    tally.cpu_seconds, tally.seconds = time.process_time() - cpu0, time.monotonic() - t0
-    if fatal is not None:
-        tally.fatal, tally.fatal_type, tally.fatal_fields = str(fatal), type(fatal).__name__, fatal.fields()
-    return tally
+        task.fatal = exc
+    return task.tally(records, source_bytes)
 
 
 def _commit_group(group: Any, lane: LaneSpec, ranges: dict[Partition, tuple[int, int, int]]) -> None:
