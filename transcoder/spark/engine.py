@@ -254,7 +254,7 @@ class SparkEngine(Served):
 
         if own_reader:
             spark.dataSource.register(ranges.source_class(config, spec, fingerprint, self.start_ms))
-            reader = spark.readStream.format(ranges.NAME)
+            reader = spark.readStream.format(ranges.source_name(spec))
         else:
             reader = spark.readStream.format("kafka").options(**read_options(config, list(spec.sources)))
         writer = (reader.load().writeStream.queryName(f"transcoder-{spec.name}")

@@ -29,7 +29,7 @@ from transcoder.pipeline.routes import LaneSpec
 
 #: offsets as the checkpoint keeps them: topic -> partition (a string, as JSON keys are) -> offset
 Offsets = dict[str, dict[str, int]]
-#: the data source's name for spark.readStream.format()
+#: the data sources' names for spark.readStream.format(): this, then the lane's name (source_name)
 NAME = "transcoder-kafka"
 SCHEMA = "tally binary"
 #: a task's fetch that brings its range no further for this long fails the task (Spark retries it)
@@ -81,6 +81,11 @@ def refusal(config: Config) -> str | None:
     return None
 
 
+def source_name(lane: LaneSpec) -> str:
+    """The lane's own data source name (each lane's class carries its own config and lane)."""
+    return f"{NAME}-{lane.name}"
+
+
 def source_class(config: Config, lane: LaneSpec, fingerprint: str, start_ms: float) -> type:
     """The data source of one lane, its config carried in the class (pickled with it, never in the query's
     options, which plans and the UI show)."""
@@ -105,11 +110,8 @@ def source_class(config: Config, lane: LaneSpec, fingerprint: str, start_ms: flo
             return sorted(tp for tp in meta if tp[0] in lane.sources)
 
         def initialOffset(self) -> dict:  # noqa: N802 - pyspark's name
-            parts = self._partitions()
-            if isinstance(config.start, datetime):
-                found = self._raw().offsets_for_times(parts, int(config.start.timestamp() * 1000))
-                return nested(found)
-            return nested(self._raw().list_offsets(parts, latest=config.start == "latest"))
+            # earliest or latest (refusal(): a start timestamp needs spark.read: kafka)
+            return nested(self._raw().list_offsets(self._partitions(), latest=config.start == "latest"))
 
         def latestOffset(self, start: dict, limit: Any) -> dict:  # noqa: N802
             from pyspark.sql.streaming.datasource import ReadMaxRows
@@ -141,7 +143,7 @@ def source_class(config: Config, lane: LaneSpec, fingerprint: str, start_ms: flo
     class LaneSource(DataSource):
         @classmethod
         def name(cls) -> str:
-            return NAME
+            return source_name(lane)
 
         def schema(self) -> str:
             return SCHEMA

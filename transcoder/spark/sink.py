@@ -243,6 +243,8 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
         task.finish()
     except TranscoderError as exc:
         task.fatal = exc
+    finally:
+        task.release()
     return task.tally(records, source_bytes)
 
 
@@ -285,9 +287,12 @@ class _Task:
         if self.commit_group and ranges:
             _commit_group(group_client(config, self.fingerprint, lane), lane, ranges)
 
-    def tally(self, records: int, source_bytes: int) -> TaskTally:
+    def release(self) -> None:
+        """Whatever ended the task: its acknowledgements counted, its ranges no longer the writer's."""
         self.writer.flush_acked()
         self.writer.ledger.forget(list(self.ranges))
+
+    def tally(self, records: int, source_bytes: int) -> TaskTally:
         tally = self.metrics.take()
         tally.records, tally.source_bytes, tally.ranges = records, source_bytes, self.ranges
         tally.cpu_seconds, tally.seconds = time.process_time() - self.cpu0, time.monotonic() - self.t0
@@ -326,6 +331,8 @@ def write_stored_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms
         task.finish()
     except TranscoderError as exc:
         task.fatal = exc
+    finally:
+        task.release()
     return task.tally(records, source_bytes)
 
 
