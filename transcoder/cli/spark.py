@@ -21,7 +21,7 @@ def spark() -> None:
               help="The Python the executors run, on their PATH or absolute [default: pythonX.Y of this driver].")
 def pack(output: Path, python: str | None) -> None:
     """Pack transcoder, its compiled module and what they need (not pyspark: Spark ships its own) for
-    spark.archives, and print the two settings that make the executors use it."""
+    spark.archives, and print the settings that make the executors use it (archive, path, Python)."""
     from transcoder.spark.pack import pack as write
 
     packed = write(output, python=python)
