@@ -188,10 +188,14 @@ def write_range(config: Config, fingerprint: str, lane: LaneSpec, start_ms: floa
                 f = got.get(tp)
                 if f is None or not len(f.records):
                     continue
-                offsets = f.records.offsets
+                records = f.records
+                if records.first_offset >= skip_to and records.last_offset < until:
+                    yield records, 0, len(records)  # the whole round: no offset list built
+                    continue
+                offsets = records.offsets  # the range's first or last round: cut at its bounds
                 start, stop = bisect_left(offsets, skip_to), bisect_left(offsets, until)
                 if stop > start:
-                    yield f.records, start, stop
+                    yield records, start, stop
         finally:
             fetcher.close()
 

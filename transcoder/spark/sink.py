@@ -206,9 +206,9 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
     lane; return when each is acknowledged, dead-lettered, or a failure is known (then `fatal` says which).
     exactly-once: in the task's transactions (spark.exactly_once), from the group's committed offset on."""
     task = _Task(config, fingerprint, lane, start_ms)
-    writer, txns, ranges = task.writer, task.txns, task.ranges
-    records = source_bytes = 0
-    try:
+    writer, txns = task.writer, task.txns
+
+    def copy() -> None:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -224,28 +224,19 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                                               "exactly-once writes one source partition per task")
                     skip = first_uncommitted(cols.offsets, txns.committed)  # a replay: copied already
                 n, nbytes = _write_columns(writer, cols, skip)
-                records, source_bytes = records + n, source_bytes + nbytes
-                ranges[tp] = (ranges[tp][0] if tp in ranges else cols.offsets[0], cols.offsets[-1], cols.stamps[-1])
-                if txns is not None and n:
-                    txns.written(cols.offsets[-1] + 1)
+                task.wrote(tp, cols.offsets[0], cols.offsets[-1], cols.stamps[-1], n, nbytes)
             else:  # Spark's Kafka source never mixes partitions in a batch; if it did, record by record
                 if writer.batched or txns is not None:
                     raise TranscoderError(f"lane {lane.name}: an Arrow batch of several source partitions; the "
                                           "batched path and exactly-once take one partition's records at a time")
                 recs = arrow_records(batch)
                 n, nbytes = writer.write(recs, _consumer_error)
-                records += n
-                source_bytes += nbytes
+                task.wrote(None, 0, 0, 0, n, nbytes)
                 for r in recs:
-                    at = (r.topic(), r.partition())
-                    ranges[at] = (ranges[at][0] if at in ranges else r.offset(), r.offset(), r.timestamp()[1])
+                    task.wrote((r.topic(), r.partition()), r.offset(), r.offset(), r.timestamp()[1], 0, 0)
             task.turn()
-        task.finish()
-    except TranscoderError as exc:
-        task.fatal = exc
-    finally:
-        task.release()
-    return task.tally(records, source_bytes)
+
+    return task.run(copy)
 
 
 class _Task:
@@ -262,7 +253,29 @@ class _Task:
         self.commit_group = (config.spark.commit_group or config.migration is not None) and self.txns is None
         #: source partition -> (first offset, last offset, timestamp of the last record) written
         self.ranges: dict[Partition, tuple[int, int, int]] = {}
+        self.records = self.source_bytes = 0
         self.fatal: TranscoderError | None = None
+
+    def run(self, copy: Callable[[], None]) -> TaskTally:
+        """`copy` (the task's reading and writing, through `wrote` and `turn`), then the end; the tally, with the
+        one-line failure that must fail the micro-batch in `fatal`."""
+        try:
+            copy()
+            self.finish()
+        except TranscoderError as exc:
+            self.fatal = exc
+        finally:
+            self.release()
+        return self.tally()
+
+    def wrote(self, tp: Partition | None, first: int, last: int, stamp: int, n: int, nbytes: int) -> None:
+        """`n` records (`nbytes` source bytes) of `tp` written, its run reaching `last` (tp None: counted only)."""
+        self.records, self.source_bytes = self.records + n, self.source_bytes + nbytes
+        if tp is None:
+            return
+        self.ranges[tp] = (self.ranges[tp][0] if tp in self.ranges else first, last, stamp)
+        if self.txns is not None and n:
+            self.txns.written(last + 1)
 
     def turn(self) -> None:
         writer = self.writer
@@ -292,9 +305,9 @@ class _Task:
         self.writer.flush_acked()
         self.writer.ledger.forget(list(self.ranges))
 
-    def tally(self, records: int, source_bytes: int) -> TaskTally:
+    def tally(self) -> TaskTally:
         tally = self.metrics.take()
-        tally.records, tally.source_bytes, tally.ranges = records, source_bytes, self.ranges
+        tally.records, tally.source_bytes, tally.ranges = self.records, self.source_bytes, self.ranges
         tally.cpu_seconds, tally.seconds = time.process_time() - self.cpu0, time.monotonic() - self.t0
         if self.fatal is not None:
             f = self.fatal
@@ -308,32 +321,23 @@ def write_stored_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms
     stored records as `runs(from_offset)` reads them ((records, start index, stop index) each), to every
     destination, as write_task writes Spark's; under exactly-once from the group's committed offset when further."""
     task = _Task(config, fingerprint, lane, start_ms)
-    writer, txns = task.writer, task.txns
-    records = source_bytes = 0
-    try:
+
+    def copy() -> None:
         start = first
-        if txns is not None:
-            txns.begin(tp)
-            start = max(first, txns.committed or 0)  # a replay: copied already below the group's offset
+        if task.txns is not None:
+            task.txns.begin(tp)
+            start = max(first, task.txns.committed or 0)  # a replay: copied already below the group's offset
         read = runs(start)
         try:
             for stored, i, j in read:
-                n, nbytes = writer.write_stored(tp, stored, time.monotonic(), i, j)
-                records, source_bytes = records + n, source_bytes + nbytes
+                n, nbytes = task.writer.write_stored(tp, stored, time.monotonic(), i, j)
                 begin, last, _ = stored.span(i, j)
-                stamp = int(stored.record(j - 1)[1])
-                task.ranges[tp] = (task.ranges[tp][0] if tp in task.ranges else begin, last, stamp)
-                if txns is not None and n:
-                    txns.written(last + 1)
+                task.wrote(tp, begin, last, int(stored.record(j - 1)[1]), n, nbytes)
                 task.turn()
         finally:
             read.close()
-        task.finish()
-    except TranscoderError as exc:
-        task.fatal = exc
-    finally:
-        task.release()
-    return task.tally(records, source_bytes)
+
+    return task.run(copy)
 
 
 def _commit_group(group: Any, lane: LaneSpec, ranges: dict[Partition, tuple[int, int, int]]) -> None:
