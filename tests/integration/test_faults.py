@@ -46,7 +46,7 @@ from tests.support.faults import (
     wait_for,
     write_config,
 )
-from transcoder.dev.local_kafka import free_port
+from transcoder.dev.ports import free_port
 
 #: each guarantee on its default path, record sets fetched raw, re-batched in compiled code and sent by transcoder's
 #: BatchProducer (exactly-once: its transactional one); and exactly-once record by record (`hot_path: records`:

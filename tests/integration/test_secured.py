@@ -24,7 +24,7 @@ from tests.support.cluster import Cluster
 from tests.support.http import get
 from transcoder import config as cfg
 from transcoder.dev import certs
-from transcoder.dev.local_kafka import free_port
+from transcoder.dev.ports import free_port
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.clients import connect_admin
 

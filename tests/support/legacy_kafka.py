@@ -18,7 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, free_port, resolve_jars
+from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+from transcoder.dev.ports import free_port
 
 #: The last Kafka line with ZooKeeper mode (4.0 removed it) and so with message format v0/v1 on disk.
 LEGACY_VERSION = "3.9.1"

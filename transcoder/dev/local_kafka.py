@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from transcoder.dev import certs
+from transcoder.dev.ports import check_port_free, free_port
 from transcoder.errors import LocalKafkaError, PortInUseError
 
 #: Newest Kafka 4.x whose whole dependency graph is on Maven Central (4.4.0 was published
@@ -171,27 +171,6 @@ class BrokerState:
         return [int(b.rsplit(":", 1)[1]) for b in (self.sasl_ssl_bootstrap, self.ssl_bootstrap) if b]
 
 
-def free_port() -> int:
-    """A TCP port free on loopback now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _check_port_free(port: int) -> None:
-    """Whether the broker could bind `port`: as the broker binds, with SO_REUSEADDR, so a port whose
-    last connections sit in TIME_WAIT (a broker that just crashed) counts as free."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise PortInUseError(
-                f"port {port} on 127.0.0.1 is already in use ({exc.strerror}); "
-                "stop what holds it or choose another port"
-            ) from exc
-
-
 #: A test session's broker spends most of its CPU on C2 compiling and idle threads waking (on 2 cores: 9.9 CPU s
 #: to start, 3.5 a minute idle, 10.4 to serve 300,000 records and two lanes copying them; lean: 5.9, 1.4, 5.2):
 #: C1 only, a serial GC, fewer network and request threads, the controller's no-op record every 5 s, not 0.5.
@@ -337,7 +316,7 @@ class LocalKafka:
             )
         for p in (port, controller_port):
             if p is not None:
-                _check_port_free(p)
+                check_port_free(p)
         libs = fetch(self.version, self.cache_dir)
         port = port or free_port()
         controller_port = controller_port or free_port()
@@ -452,7 +431,7 @@ class LocalKafka:
             raise LocalKafkaError(f"no broker ran from {self.state_dir}: nothing to restart") from None
         for p in (st.port, st.controller_port, st.proxied_port, *st.secured_ports()):
             if p is not None:
-                _check_port_free(p)
+                check_port_free(p)
         return self._launch(st, heap=heap, timeout=timeout)
 
     def _wait_ready(self, proc: subprocess.Popen, state: BrokerState, timeout: float, *,

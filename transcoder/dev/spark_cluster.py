@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from transcoder.dev.local_kafka import LEAN_JVM, free_port
+from transcoder.dev.local_kafka import LEAN_JVM
+from transcoder.dev.ports import free_port
 
 
 def spark_home() -> Path:
