@@ -5,7 +5,10 @@ lane would read the new topic from the old one's position, or from where `start`
 records it never copied would be lost without a word.
 
 Asked without blocking (`ask`, answers taken at the next `answers`) from the lane's loop, and at once (`now`) on
-assignment and where a Fetch or the consumer hints that a topic changed.
+assignment and where a Fetch or the consumer hints that a topic changed. The same answer gives a topic's partition
+count now (`partition_count`), asked when a partition added to a running source is assigned: from this client's
+own handle, since a rebalance callback must not ask its consumer (confluent-kafka aborts the process when a call
+that serves callbacks, such as `list_topics`, is made on a consumer from inside one of its callbacks).
 """
 
 from __future__ import annotations
@@ -66,6 +69,15 @@ class TopicIds:
             except Exception:  # noqa: BLE001 - read (and logged) in _take
                 pass
         return self._take(futures)
+
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions `topic` has now, asked and waited for (at most 10 s); None: no answer (logged)."""
+        future = self._admin.client().describe_topics(TopicCollection([topic]), request_timeout=_TIMEOUT_S)[topic]
+        try:
+            return len(future.result(timeout=_TIMEOUT_S + 5).partitions)
+        except (KafkaException, TimeoutError) as exc:
+            log.warning("partition_count_unknown", topic=topic, error=str(exc))
+            return None
 
     @staticmethod
     def _take(futures: Mapping[str, Future[Any]]) -> dict[str, str]:

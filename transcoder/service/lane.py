@@ -175,6 +175,7 @@ class Lane:
         self.path: CopyPath = RecordSets(self, clients.fetcher) if clients.fetcher is not None else Records(self)
         #: the sources' topic ids (a topic deleted and recreated), asked on assignment, at each metadata refresh
         #: interval, and at once where a read finds a topic unknown; records lost before they were copied
+        self._topic_ids = clients.topic_ids
         self.watch = SourceWatch(self, clients.topic_ids,
                                  int(conf.get("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)) / 1000)
         self._closed = False
@@ -265,7 +266,7 @@ class Lane:
         self.assigned.update(tps)
         if not partitions:
             return
-        self._check_destination_partitions(consumer, tps)
+        self._check_destination_partitions(tps)
         recreated = self.watch.assigning(tps)
         # exactly-once, first: taking the transactional id aborts what an earlier holder of it left open (its offsets
         # among it), instead of waiting for the broker to time that transaction out.
@@ -286,19 +287,19 @@ class Lane:
         self.status.assigned = sorted(self.assigned)
         log.info("partitions_assigned", lane=self.spec.name, partitions=show(tps))
 
-    def _check_destination_partitions(self, consumer: Consumer, tps: list[Partition]) -> None:
+    def _check_destination_partitions(self, tps: list[Partition]) -> None:
         """A source partition assigned that a destination does not have (partitions added to a running source):
-        its records could never land in the same partition of the copy. The lane stops, naming both counts."""
+        its records could never land in the same partition of the copy. The lane stops, naming both counts.
+
+        The source's partition count is asked of the topic-id client, never of the consumer: this runs inside the
+        consumer's rebalance callback, and a metadata call on the consumer there aborts the process
+        (confluent-kafka's CallState_get assertion, once another callback follows in the same poll)."""
         for topic, partition in sorted(tps):
             for dest in self.ledger.destinations_of.get(topic, ()):
                 have = self.destination_partitions.get(dest)
                 if have is None or partition < have:
                     continue
-                try:
-                    now = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-                except (KafkaException, KeyError):
-                    now = partition + 1
-                now = max(now, partition + 1)
+                now = max(self._topic_ids.partition_count(topic) or 0, partition + 1)
                 if self._extend_destination is not None and dest in self._own_destinations:
                     self._extend_destination(dest, now)
                     self.destination_partitions[dest] = now

@@ -160,6 +160,7 @@ class ScriptedConsumer:
         self.committed_errors: list[KafkaError] = []
         self.callbacks: dict[str, Any] = {}
         self._delivered = False
+        self._in_callback = False
 
     # the group
     def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any, on_lost: Any) -> None:
@@ -167,7 +168,11 @@ class ScriptedConsumer:
 
     def rebalance(self, what: str, tps: list[Partition]) -> None:
         self.events.append((what, sorted(tps)))
-        self.callbacks[what](self, [TopicPartition(t, p) for t, p in tps])
+        self._in_callback = True
+        try:
+            self.callbacks[what](self, [TopicPartition(t, p) for t, p in tps])
+        finally:
+            self._in_callback = False
         if what != "assign":
             self.assigned.difference_update(tps)
 
@@ -212,8 +217,20 @@ class ScriptedConsumer:
     def consumer_group_metadata(self) -> str:
         return "group-metadata"
 
+    def _served_outside_callbacks(self, call: str) -> None:
+        """confluent-kafka serves callbacks in poll, consume, close and the metadata calls; one of them made on the
+        consumer inside its own callback clears the callback state of the call around it, and the next callback of
+        that call aborts the process (CallState_get: Assertion `cs != NULL' failed)."""
+        if self._in_callback:
+            raise AssertionError(f"consumer.{call}() inside the consumer's own callback aborts the process")
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        self._served_outside_callbacks("list_topics")
+        raise NotImplementedError("the lane asks its topic-id client for partition counts")
+
     def poll(self, timeout: float) -> None:
         """Record sets: the group's callbacks only (the fetcher reads the records)."""
+        self._served_outside_callbacks("poll")
         if not self.script:
             self.stop.set()
             return
@@ -221,6 +238,7 @@ class ScriptedConsumer:
 
     # the records
     def consume(self, num_messages: int, timeout: float) -> list[Record]:
+        self._served_outside_callbacks("consume")
         if self._delivered:  # the lane asks what arrived along with the records just delivered: nothing more
             self._delivered = False
             return []
@@ -237,6 +255,7 @@ class ScriptedConsumer:
         return 0, self.next_offset.get((tp.topic, tp.partition), 0)
 
     def close(self) -> None:  # as librdkafka: what is still assigned is revoked
+        self._served_outside_callbacks("close")
         if self.assigned:
             self.rebalance("revoke", sorted(self.assigned))
 
@@ -296,8 +315,15 @@ class FakeFetcher:
 
 
 class NoTopicIds:
+    def __init__(self) -> None:
+        #: topic -> its partition count now
+        self.partitions: dict[str, int] = {}
+
     def now(self, topics: Any) -> dict[str, str]:
         return {}
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.partitions.get(topic)
 
     def answers(self) -> dict[str, str]:
         return {}
@@ -315,8 +341,10 @@ class NoEnds:
     def close(self) -> None: ...
 
 
-def lane(**settings: Any) -> tuple[Lane, ScriptedConsumer, FakeWriter, list[Any], threading.Event]:
-    """A lane on the records path (unless `hot_path` says otherwise) copying topic src, its clients fakes."""
+def lane(lane_args: dict[str, Any] | None = None, topic_partitions: dict[str, int] | None = None,
+         **settings: Any) -> tuple[Lane, ScriptedConsumer, FakeWriter, list[Any], threading.Event]:
+    """A lane on the records path (unless `hot_path` says otherwise) copying topic src, its clients fakes;
+    `lane_args` go to Lane, `topic_partitions` are what its topic-id client answers."""
     raw = {"cluster": {"bootstrap_servers": "k:9092"}, "hot_path": "records", "commit_interval_ms": 60_000,
            "routes": [{"source": "src", "destinations": [{"codec": "zstd", "level": 3}]}], **settings}
     conf = config_module.parse(raw, environ={})
@@ -326,8 +354,10 @@ def lane(**settings: Any) -> tuple[Lane, ScriptedConsumer, FakeWriter, list[Any]
     writer = FakeWriter(spec.targets[0].topic_for("src"), events)
     consumer = ScriptedConsumer(writer, events, stop)
     fetcher = FakeFetcher(events) if conf.batched else None
-    the_lane = Lane(spec, conf, Metrics().lane(spec.name),
-                    clients=LaneClients(writer, consumer, NoTopicIds(), NoEnds(), fetcher))  # type: ignore[arg-type]
+    topic_ids = NoTopicIds()
+    topic_ids.partitions.update(topic_partitions or {})
+    the_lane = Lane(spec, conf, Metrics().lane(spec.name), **(lane_args or {}),
+                    clients=LaneClients(writer, consumer, topic_ids, NoEnds(), fetcher))  # type: ignore[arg-type]
     return the_lane, consumer, writer, events, stop
 
 

@@ -18,7 +18,7 @@ from tests.unit.service.lane_fakes import (
     lane,
     records,
 )
-from transcoder.errors import DeliveryError
+from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.pipeline.partitions import Partition
 
 
@@ -205,3 +205,27 @@ def test_exactly_once_a_commit_stuck_in_librdkafka_replaces_the_producer_and_rea
     assert after[0] == "replace_producer" and "abort_transaction" not in events
     assert set(after[1:3]) == {("seek", P0, 0), ("seek", P1, 100)}  # the first offset read; the group's commit
     assert commits(events) == [[("src", 0, 0)]]  # the shutdown's: where P0 is read again; P1 is where committed
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["created-by-transcoder", "created-by-the-user"])
+@pytest.mark.parametrize("hot_path", ["records", "batches"])
+def test_a_partition_added_to_the_source_is_counted_without_asking_the_consumer_inside_its_callback(own, hot_path):
+    """The assignment of a partition the destination lacks asks the source's partition count of the topic-id
+    client: the same call on the consumer, inside its rebalance callback, aborted the process in CI."""
+    dest = "src.zstd-3"
+    extended: list[tuple[str, int]] = []
+    the_lane, consumer, _, _, stop = lane(
+        hot_path=hot_path, topic_partitions={"src": 3},
+        lane_args={"destination_partitions": {dest: 2}, "own_destinations": {dest} if own else set(),
+                   "extend_destination": lambda topic, n: extended.append((topic, n))})
+    consumer.script = [lambda c: c.rebalance("assign", [P0, P1]), lambda c: c.rebalance("assign", [("src", 2)])]
+    if own:
+        the_lane.run(stop)
+        assert extended == [(dest, 3)] and the_lane.destination_partitions == {dest: 3}
+        assert the_lane.assigned == set() and the_lane.status.state == "stopped"
+    else:
+        with pytest.raises(TranscoderError) as stopped:
+            the_lane.run(stop)
+        assert str(stopped.value).startswith(f"source src has 3 partitions now but its destination {dest} has 2: "
+                                             "partition 2 was added"), stopped.value
+        assert extended == []
