@@ -1,7 +1,9 @@
 """`transcoder migrate` end to end on the real broker: groups move to the copy and back with exact offsets.
 
 Each scenario checks, record by record, that what a group read before the move plus what it reads after
-equals the source: no gap, no duplicate (a SIGKILLed copy may add duplicates, never a gap).
+equals the source: no gap, no duplicate (a SIGKILLed copy may add duplicates, never a gap). The scenarios whose
+source has a shape of its own (a plain topic, a compacted one with tombstones and gaps, aborted transactions) copy
+with each engine: the service, and Spark on the session's SparkSession.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 import urllib.request
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
@@ -43,13 +46,18 @@ def copy(conf: cfg.Config) -> None:
     Service(conf).run(until_caught_up=True)
 
 
-def test_plain_topic_group_moves_at_the_exact_next_record_and_rolls_back_exactly(kafka, topic_factory, tmp_path):
+ENGINES = pytest.mark.parametrize("engine", ["service", "spark"], indirect=True)
+
+
+@ENGINES
+def test_plain_topic_group_moves_at_the_exact_next_record_and_rolls_back_exactly(engine, kafka, topic_factory,
+                                                                                 tmp_path):
     source = topic_factory(partitions=3)
     produce(kafka, source, 3000, 3)
     group = f"app-{uuid.uuid4().hex[:6]}"
     before = consume_group(kafka, group, source, stop_after=1200)  # 40%
     path, conf, dest = setup(tmp_path, kafka, source)
-    copy(conf)
+    engine(conf).run(until_caught_up=True)
     moved = cut_over(path, group)
     assert moved[0]["outcome"] == "moved"
     # on the destination, the group reads a part, then is rolled back to the source
@@ -89,7 +97,8 @@ def _wait_cleaned(admin: AdminClient, kafka, topic: str, produced: int, timeout:
         time.sleep(2)
 
 
-def test_compacted_topic_with_tombstones_after_cleaning(kafka, topic_factory, admin, tmp_path):
+@ENGINES
+def test_compacted_topic_with_tombstones_after_cleaning(engine, kafka, topic_factory, admin, tmp_path):
     source = topic_factory(partitions=2, config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
         "delete.retention.ms": "86400000"})
@@ -117,7 +126,7 @@ def test_compacted_topic_with_tombstones_after_cleaning(kafka, topic_factory, ad
             break
     assert any(r[3] is None for r in src), "no tombstone in the source"
     path, conf, dest = setup(tmp_path, kafka, source)
-    copy(conf)
+    engine(conf).run(until_caught_up=True)
     cut_over(path, group)
     after = consume_group(kafka, group, dest)
     assert_exact(src, before, after)
@@ -138,7 +147,8 @@ def _commit(kafka, group: str, topic: str, offsets: dict[int, int]) -> None:
         c.close()
 
 
-def test_source_with_aborted_transactions(kafka, topic_factory, tmp_path):
+@ENGINES
+def test_source_with_aborted_transactions(engine, kafka, topic_factory, tmp_path):
     source = topic_factory(partitions=3)  # partition 2 stays empty: nothing copied, nothing mapped
     records.produce_transactions(kafka.bootstrap, source, transactions=12, per=50, partitions=2,
                                  aborted=lambda t: t % 3 == 1)
@@ -148,7 +158,7 @@ def test_source_with_aborted_transactions(kafka, topic_factory, tmp_path):
     before = consume_group(kafka, group, source, stop_after=160)
     _commit(kafka, group, source, {2: 0})  # a group may hold an offset on a partition with no records
     path, conf, dest = setup(tmp_path, kafka, source)
-    copy(conf)
+    engine(conf).run(until_caught_up=True)
     cut_over(path, group)
     moved = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
     assert moved["groups"][0]["stage"] == "destination"
