@@ -43,7 +43,8 @@ class _Model(BaseModel):
     """Every problem of a config is reported at once: a model's cross-field checks (`problems`) run on the fields
     that are valid even when others are not (pydantic runs `after` validators only once every field is valid)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A field's docstring is its description: the configuration reference is rendered from it (config.reference).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     def problems(self) -> Iterator[str]:
         """This model's cross-field problems, in words. A check that needs a field that is not valid (absent
@@ -107,10 +108,16 @@ def _partial_problems(cls: type[_Model], data: Mapping[str, Any], invalid: set[A
 
 
 class Cluster(_Model):
-    """A Kafka cluster and the librdkafka properties to reach it (security.protocol, sasl.*, ssl.*)."""
+    """A Kafka cluster and the librdkafka properties to reach it (`security.protocol`, `sasl.*`, `ssl.*`)."""
 
     bootstrap_servers: str = Field(min_length=1)
+    """Brokers to connect to first: host:port pairs separated by commas (Kafka's `bootstrap.servers`)."""
     config: dict[str, str | int | float | bool | SecretStr] = Field(default_factory=dict)
+    """Further librdkafka properties of every client of this cluster (`security.protocol`, `sasl.mechanism`,
+    `ssl.ca.location`, ...). Secret properties (`sasl.password`, `sasl.jaas.config`, `ssl.key.password`, ...) are
+    refused inline: give them as `${env:VAR}`, `${file:/path}` or `${file:/path:key}`. Properties transcoder sets
+    itself (`bootstrap.servers`, `group.id`, `enable.idempotence`, `compression.type`, `linger.ms`, `batch.size`, ...)
+    are refused."""
 
     @field_validator("config", mode="before")
     @classmethod
@@ -161,8 +168,12 @@ class Batch(_Model):
     MAX_BYTES: ClassVar[int] = LIBRDKAFKA_MAX_MESSAGE_BYTES - PRODUCER_MARGIN_BYTES
 
     max_bytes: PositiveInt = 1_048_576
+    """A batch is closed at this many bytes of uncompressed records (librdkafka's `batch.size`); the producer's
+    `message.max.bytes` is set at least 64 KiB above it."""
     max_records: int = Field(default=100_000, ge=1, le=1_000_000)
+    """A batch is closed at this many records (librdkafka's `batch.num.messages`)."""
     linger_ms: int = Field(default=500, ge=0, le=900_000)
+    """A batch that is not full is sent this many milliseconds after its first record (Kafka's `linger.ms`)."""
 
     @field_validator("max_bytes")
     @classmethod
@@ -203,14 +214,28 @@ def _check_topic_name(name: str, what: str) -> str:
 
 
 class Destination(_Model):
+    """One compressed copy of a route's source: its codec and level, its topic and its batching."""
+
     codec: Codec
-    #: Names the lane (isolated mode), its consumer group and metrics; default: the destination topic.
+    """Codec the destination's batches are compressed with (Kafka's `compression.type`). A destination topic
+    transcoder creates gets `compression.type=producer`, so the broker keeps the batches as written."""
     name: str | None = Field(default=None, min_length=1, max_length=200)
+    """Names the destination's lane (`lanes: isolated`), its consumer group `<group_id>.<name>` and its metrics.
+    Unset: the destination topic for a `source`, `route<i>.` and the topic (or the codec label) for a
+    `source_pattern`."""
     level: int | None = None
+    """Compression level (librdkafka's `compression.level`, the Java producer's `compression.<codec>.level`); unset:
+    the codec's default. zstd levels 13 to 22, beyond librdkafka, are built by transcoder's own batch producer."""
     topic: str | None = None
+    """Destination topic, a template that may use `{source}`, `{codec}` and `{level}`. Unset: `{source}.{codec}`, or
+    `{source}.{codec}-{level}` when a level is set. A missing topic is created with the source's partition count and
+    topic configs."""
     batch: Batch = Field(default_factory=Batch)
-    #: Accept an existing destination whose compression.type makes the broker recompress.
+    """How the destination's producer batches records."""
     allow_broker_recompression: bool = False
+    """Start even when the existing destination topic's `compression.type` (neither `producer` nor this codec) makes
+    the broker recompress what transcoder writes. false: the start is refused, naming the `kafka-configs` command
+    that fixes the topic."""
 
     def problems(self) -> Iterator[str]:
         try:
@@ -239,9 +264,15 @@ class Destination(_Model):
 
 
 class Route(_Model):
+    """What to copy where: a source topic (or the topics a pattern matches) and its destinations."""
+
     source: str | None = Field(default=None, min_length=1)
+    """The source topic. Give exactly one of `source` and `source_pattern`."""
     source_pattern: str | None = Field(default=None, min_length=1)
+    """A regular expression matched against whole topic names: every topic it matches is a source, except internal
+    topics and topics this config writes. Give exactly one of `source` and `source_pattern`."""
     destinations: list[Destination] = Field(min_length=1)
+    """The copies written of each source record, one per codec and level."""
 
     def problems(self) -> Iterator[str]:
         if (self.source is None) == (self.source_pattern is None):
@@ -259,8 +290,16 @@ class Route(_Model):
 
 
 class ErrorsConfig(_Model):
+    """What a lane does with a record a destination refuses."""
+
     tolerance: Literal["none", "all"] = "none"
+    """`none`: a refused record stops the lane, naming its topic, partition, offset and Kafka's reason; nothing at or
+    after it is committed. `all`: the record goes to `dlq_topic` and the lane goes on (as Kafka Connect's
+    `errors.tolerance`). `all` cannot be combined with `guarantee: exactly-once`."""
     dlq_topic: str | None = None
+    """Dead-letter topic of refused records, each with its own headers plus `__transcoder.errors.*` headers saying
+    where it came from and why (as Kafka Connect's `errors.deadletterqueue.topic.name`). Required with
+    `tolerance: all`."""
 
     def problems(self) -> Iterator[str]:
         if self.tolerance == "all" and not self.dlq_topic:
@@ -273,36 +312,48 @@ class ErrorsConfig(_Model):
 
 
 class MetricsConfig(_Model):
-    port: int = Field(default=9308, ge=0, le=65535)  # 0: no HTTP endpoint
+    """The HTTP endpoints (`/metrics`, `/healthz`, `/readyz`, `/status`) and how fresh their figures are."""
+
+    port: int = Field(default=9308, ge=0, le=65535)
+    """TCP port of the HTTP endpoints: Prometheus `/metrics`, `/healthz`, `/readyz` and `/status`. 0: no HTTP
+    endpoint."""
     host: str = "0.0.0.0"
-    #: librdkafka statistics interval: batch sizes, compressed bytes and lag are this fresh.
+    """Address the HTTP endpoints listen on; `0.0.0.0`: every interface."""
     stats_interval_ms: int = Field(default=5000, ge=100)
-    #: How often on-disk topic sizes are read (DescribeLogDirs); 0: never.
+    """librdkafka statistics interval in milliseconds (`statistics.interval.ms`): batch sizes, compressed bytes and
+    lag are this fresh."""
     disk_interval_s: float = Field(default=60.0, ge=0)
+    """How often, in seconds, the topics' sizes on disk are read from the brokers (DescribeLogDirs); 0: never."""
 
 
 class SparkConfig(_Model):
     """The Spark engine's own settings (`transcoder run --engine spark`); the rest of the config is shared."""
 
-    #: Spark master URL: local[*] (every core of this machine), local[N], spark://host:port, k8s://...
     master: str = Field(default="local[*]", min_length=1)
-    #: Where the streaming queries keep their checkpoints (one per lane); default under the cache directory.
+    """Spark master URL (Spark's `spark.master`): `local[*]` (every core of this machine), `local[N]`, `local` (one
+    core), `spark://host:port`, `k8s://...`, `mesos://...` or `yarn`."""
     checkpoint_location: str | None = Field(default=None, min_length=1)
-    #: Micro-batch trigger interval; 0: the next micro-batch starts as soon as the previous one ends.
+    """Where the streaming queries keep their checkpoints, a directory per lane. Unset:
+    `$XDG_CACHE_HOME/transcoder/spark-checkpoints/<group_id>` (`~/.cache` when XDG_CACHE_HOME is not set)."""
     trigger_interval_ms: int = Field(default=0, ge=0)
-    #: Records read per partition set and micro-batch at most (Spark's maxOffsetsPerTrigger); None: all available.
+    """Micro-batch trigger interval in milliseconds; 0: the next micro-batch starts as soon as the previous one
+    ends."""
     max_offsets_per_trigger: PositiveInt | None = None
-    #: Also commit each task's source offsets to the lane's consumer group once its records are acknowledged, so
-    #: kafka-consumer-groups, lag monitors and the migration gates see the copy's progress (the checkpoint still
-    #: decides where a restart goes on). Under exactly-once the transactions commit them anyway, and with a
-    #: `migration:` section they are always committed (its `copied` and `lag` gates read them).
+    """At most this many source records per micro-batch of a lane, shared among its partitions (Spark's
+    `maxOffsetsPerTrigger`); unset: every record available."""
     commit_group: bool = False
-    #: Who reads the source: `kafka`, Spark's Kafka source (its Java consumer in the executors, records handed to
-    #: the Python writers as Arrow columns); `transcoder`, transcoder's own raw fetcher in each task, over offset
-    #: ranges the driver plans per micro-batch (Spark keeps the scheduling, retries and the checkpoint).
+    """Also commit each task's source offsets to the lane's consumer group once its records are acknowledged, so
+    kafka-consumer-groups, lag monitors and the migration gates see the copy's progress (the checkpoint still
+    decides where a restart goes on). Under exactly-once the transactions commit them anyway, and with a
+    `migration` section they are always committed (its `copied` and `lag` gates read them)."""
     read: Literal["kafka", "transcoder"] = "kafka"
-    #: Extra Spark settings (spark.executor.memory, spark.sql.shuffle.partitions, ...).
+    """Who reads the source: `kafka`, Spark's Kafka source (its Java consumer in the executors, records handed to
+    the Python writers as Arrow columns); `transcoder`, transcoder's own raw fetcher in each task, over offset
+    ranges the driver plans per micro-batch (Spark keeps the scheduling, retries and the checkpoint)."""
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Extra Spark settings (`spark.executor.memory`, `spark.sql.shuffle.partitions`, ...). `spark.master` (give
+    `master` instead) and `spark.jars.packages`, `spark.jars.ivy`, `spark.jars.ivySettings` are set by transcoder and
+    refused here."""
 
     @field_validator("master")
     @classmethod
@@ -333,7 +384,9 @@ class Candidate(_Model):
     """A codec and level the service scores on samples of what it copies (`evaluate.candidates`)."""
 
     codec: Codec
-    level: int | None = None  # None: the codec's default level
+    """Codec to score."""
+    level: int | None = None
+    """Level to score; unset: the codec's default level."""
 
     def problems(self) -> Iterator[str]:
         try:
@@ -353,11 +406,14 @@ class EvaluateConfig(_Model):
     with each candidate, using at most `max_cpu_share` of one core. Absent: no sampling, no thread."""
 
     sample_interval_s: float = Field(default=60.0, gt=0)
+    """Seconds between two samples of a destination."""
     candidates: list[Candidate] = Field(min_length=1)
-    #: Record bytes per sample and destination; default: the destination's batch.max_bytes, at most 4 MiB.
+    """The codecs and levels each sample is compressed with besides the destination's own, each listed once."""
     sample_bytes: PositiveInt | None = Field(default=None, le=MAX_SAMPLE_BYTES)
-    #: The scorer's CPU over its work and its pauses: after a job of c CPU seconds it waits c*(1-share)/share.
+    """Record bytes per sample and destination; unset: the destination's `batch.max_bytes`, at most 4 MiB."""
     max_cpu_share: float = Field(default=0.05, gt=0, le=1)
+    """Share of one CPU core the scorer uses at most, over its work and its pauses: after a job of c CPU seconds it
+    waits `c * (1 - share) / share` seconds."""
 
     @field_validator("candidates")
     @classmethod
@@ -381,23 +437,26 @@ class MigrationConfig(_Model):
     came from (the offset map). The migration's target is one destination (`--destination`).
     """
 
-    #: Topic of the offset map (source -> destination offsets at batch boundaries); default `<group_id>.offset-map`.
     offset_map_topic: str | None = None
-    #: The offset map's retention: it must outlive the longest time a group may wait for its cutover.
+    """Topic of the offset map (source -> destination offsets at batch boundaries); unset: `<group_id>.offset-map`."""
     offset_map_retention_ms: int = Field(default=30 * 24 * 3600 * 1000, ge=60_000)
-    #: Compacted topic of every stage of every group; default `<group_id>.migrations`.
+    """The offset map topic's `retention.ms` (default 30 days): it must outlive the longest time a consumer group
+    may wait for its cutover."""
     state_topic: str | None = None
-    #: Cutover gate: the lane's lag (records, per source partition) must be at most this.
+    """Compacted topic of every stage of every group; unset: `<group_id>.migrations`."""
     max_lag_records: int = Field(default=10_000, ge=0)
-    #: Cutover gate: no lane error (failed or dead-lettered record) within this window.
+    """Cutover gate: the lane's lag, in records per source partition, must be at most this."""
     error_window_s: float = Field(default=300.0, ge=0)
-    #: A controller holds the migration for this long after its last heartbeat (fencing of a second one).
+    """Cutover gate: no lane error (a failed or dead-lettered record) within this many seconds."""
     lease_ms: int = Field(default=30_000, ge=1000)
-    #: Records per verification range (one digest per range and partition).
+    """A controller holds the migration for this many milliseconds after its last heartbeat, and a second controller
+    is fenced meanwhile."""
     verify_range_records: int = Field(default=10_000, ge=1)
-    #: > 0: a running service verifies each destination against its source this often (seconds), and exports
-    #: transcoder_migration_verified_offset / _mismatches_total; 0: only `transcoder migrate verify` does.
+    """Source offsets per verification range (one digest per range and partition)."""
     verify_interval_s: float = Field(default=0.0, ge=0)
+    """Above 0: a running service verifies each destination against its source this often (seconds), and exports
+    `transcoder_migration_verified_offset` and `transcoder_migration_mismatches_total`; 0: only
+    `transcoder migrate verify` does."""
 
     @field_validator("offset_map_topic", "state_topic")
     @classmethod
@@ -406,47 +465,64 @@ class MigrationConfig(_Model):
 
 
 class Config(_Model):
+    """The top level of a config file: the clusters, the routes, and how the lanes copy them."""
+
     cluster: Cluster
+    """The source cluster, where the lanes' consumer groups live; also the destination cluster unless
+    `destination_cluster` is set."""
     destination_cluster: Cluster | None = None
+    """The cluster the destinations are written to, with the same keys as `cluster`; unset: the source cluster."""
     group_id: str = Field(default="transcoder", min_length=1)
+    """Consumer group of the lanes (Kafka's `group.id`): `<group_id>.<destination name>` per lane with
+    `lanes: isolated`, `<group_id>` with `lanes: shared`. Also names the migration's topics."""
     lanes: Literal["isolated", "shared"] = "isolated"
-    #: at-least-once: commits follow acknowledgements, a restart may copy some records twice;
-    #: exactly-once: one transactional producer per lane, source offsets committed in its transactions,
-    #: so a destination read with isolation.level=read_committed holds every source record once.
+    """`isolated`: each destination has a lane and a consumer group of its own, so a slow codec lags alone;
+    `shared`: one consumer group fans each record out to every destination and commits what all have
+    acknowledged."""
     guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
-    #: How a lane copies: `batches` (the default, for both guarantees), the record sets as the broker stores them,
-    #: fetched raw, re-batched and compressed in compiled code and sent by transcoder's batch producer (README, "The
-    #: hot path"), transactional under exactly-once (the `migration:` offset map in the same transactions); or
-    #: `records`, consumed and produced one by one through librdkafka (its transactional producer under
-    #: exactly-once).
+    """`at-least-once`: commits follow acknowledgements, a restart may copy some records twice; `exactly-once`: one
+    transactional producer per lane, source offsets committed in its transactions, so a destination read with
+    `isolation.level=read_committed` holds every source record once."""
     hot_path: Literal["records", "batches"] = "batches"
-    #: exactly-once: a transaction left open by a crashed instance is aborted by the broker after this long.
+    """How a lane copies: `batches`, the record sets as the broker stores them, fetched raw, re-batched and
+    compressed in compiled code and sent by transcoder's batch producer (transactional under exactly-once, with the
+    `migration` offset map in the same transactions); or `records`, consumed and produced one by one through
+    librdkafka (its transactional producer under exactly-once)."""
     transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
+    """Exactly-once: the transaction timeout of the lanes' producers (Kafka's `transaction.timeout.ms`, at most the
+    brokers' `transaction.max.timeout.ms`); the broker aborts a transaction left open this long, e.g. by a crashed
+    instance. At least twice `commit_interval_ms`."""
     start: Literal["earliest", "latest"] | datetime = "earliest"
-    #: When records a lane has not copied yet are gone from its source (OffsetOutOfRange: retention or
-    #: DeleteRecords overtook the lane, or the topic was deleted and recreated): always logged (topic, partition,
-    #: offsets, records lost), counted (transcoder_source_records_lost_total) and marked in the offset map (verify
-    #: and cutover see the gap); then `stop` (the default) fails the lane, `run` exits non-zero, nothing past the
-    #: gap is copied or committed; `continue` copies on from the source's first record after the gap.
-    on_source_loss: Literal["stop", "continue"] = Field(
-        default="stop", description="What a lane does when source records it has not copied yet are gone "
-        "(retention, DeleteRecords, a recreated topic): stop (the default) or continue after the gap. Either way "
-        "the loss is logged, counted in transcoder_source_records_lost_total and marked in the offset map.")
+    """Where a lane starts on a partition its consumer group has no committed offset for: `earliest`, `latest`, or
+    the first record at or after an ISO 8601 timestamp with a time zone, e.g. `2026-01-01T00:00:00Z`."""
+    on_source_loss: Literal["stop", "continue"] = "stop"
+    """What a lane does when source records it has not copied yet are gone (OffsetOutOfRange: retention or
+    DeleteRecords overtook the lane, or the topic was deleted and recreated). Either way the loss is logged with
+    topic, partition and offsets, counted in `transcoder_source_records_lost_total` and marked in the offset map, so
+    verify and cutover see the gap. `stop`: the lane fails, `run` exits non-zero, nothing past the gap is copied or
+    committed; `continue`: the lane copies on from the source's first record after the gap."""
     routes: list[Route] = Field(min_length=1)
+    """What to copy: each route reads a source topic (or the topics a pattern matches) and writes its
+    destinations."""
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
+    """What a lane does with a record a destination refuses."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
-    #: Backpressure: stop fetching while this many record bytes wait for acknowledgement, per lane.
+    """The HTTP endpoints and how fresh their figures are."""
     max_in_flight_bytes: PositiveInt = 64 * 1024 * 1024
-    #: How often acknowledged offsets are committed.
+    """Backpressure, per lane: fetching stops while this many record bytes wait for acknowledgement, and resumes
+    below half of it."""
     commit_interval_ms: int = Field(default=1000, ge=50)
-    #: On SIGTERM, how long to wait for in-flight records before giving up (nothing is committed past them).
+    """How often, in milliseconds, acknowledged source offsets are committed; under exactly-once, how often a lane
+    commits its transaction."""
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
-    #: The Spark engine's settings; ignored by the single-process service.
+    """On SIGTERM or SIGINT, how long to wait, in seconds, for in-flight records to be acknowledged before giving up
+    (nothing is committed past them)."""
     spark: SparkConfig = Field(default_factory=SparkConfig)
-    #: Live scoring of candidate codecs on samples of the copied records (either engine); None: off.
+    """The Spark engine's settings; ignored by the single-process service."""
     evaluate: EvaluateConfig | None = None
-    #: A staged migration: the lanes record the offset map (`transcoder migrate`); None: off.
+    """Live scoring of candidate codecs on samples of the copied records (either engine); unset: off."""
     migration: MigrationConfig | None = None
+    """A staged migration (`transcoder migrate`): the lanes record the offset map; unset: off."""
 
     @property
     def batched(self) -> bool:
