@@ -163,8 +163,8 @@ class Metrics:
                                     "Uncompressed bytes (key + value + headers) of the source records consumed.",
                                     ["lane"], registry=r)
         self.records_out = Counter("transcoder_records_out_total",
-                                   "Records the destination acknowledged.", ["lane", "destination", "codec"],
-                                   registry=r)
+                                   "Records written to a destination topic and acknowledged by its cluster.",
+                                   ["lane", "destination", "codec"], registry=r)
         self.record_bytes_out = Counter("transcoder_record_bytes_out_total",
                                         "Uncompressed record bytes sent to the destination (librdkafka txbytes).",
                                         ["lane", "destination", "codec"], registry=r)
@@ -172,12 +172,15 @@ class Metrics:
                                         "Bytes of the produced record batches, as compressed on the wire "
                                         "(librdkafka batchsize).", ["lane", "destination", "codec"], registry=r)
         self.wire_ratio = Gauge("transcoder_wire_ratio",
-                                "Uncompressed record bytes / compressed batch bytes sent, since start.",
+                                "Compression ratio on the wire: uncompressed record bytes / compressed batch bytes "
+                                "sent to the destination since the lane started.",
                                 ["lane", "destination", "codec"], registry=r)
-        self.batch_bytes = _WindowHistograms("transcoder_batch_bytes", "Compressed bytes per produced batch.",
+        self.batch_bytes = _WindowHistograms("transcoder_batch_bytes",
+                                             "Compressed bytes per record batch produced to the destination.",
                                              BATCH_BYTES_BUCKETS)
-        self.batch_records = _WindowHistograms("transcoder_batch_records", "Records per produced batch.",
-                                               BATCH_RECORDS_BUCKETS)
+        self.batch_records = _WindowHistograms("transcoder_batch_records",
+                                               "Records per record batch produced to the destination (small batches "
+                                               "compress worse).", BATCH_RECORDS_BUCKETS)
         r.register(self.batch_bytes)
         r.register(self.batch_records)
         self.latency = _WeightedHistograms(
@@ -191,30 +194,38 @@ class Metrics:
                                        "was older than the lane's start (backlog: its age, not the pipeline's).",
                                        ["lane", "destination"], registry=r)
         self.lag_records = Gauge("transcoder_consumer_lag_records",
-                                 "Source end offset minus the lane's committed offset.",
+                                 "Records of a source partition the lane has not copied and committed yet: the "
+                                 "partition's end offset minus the lane's committed offset.",
                                  ["lane", "topic", "partition"], registry=r)
         self.lag_seconds = Gauge("transcoder_consumer_lag_seconds",
-                                 "Now minus the timestamp of the last committed record (0 when caught up).",
+                                 "How far behind its source partition the lane is, in time: now minus the timestamp "
+                                 "of the last committed record (0 when caught up).",
                                  ["lane", "topic", "partition"], registry=r)
-        self.disk_bytes = Gauge("transcoder_topic_disk_bytes", "Bytes on disk per topic, all replicas "
-                                "(DescribeLogDirs).", ["topic", "role"], registry=r)
-        self.disk_ratio = Gauge("transcoder_disk_ratio", "Source topic bytes on disk / destination topic bytes "
-                                "on disk.", ["lane", "destination", "codec"], registry=r)
+        self.disk_bytes = Gauge("transcoder_topic_disk_bytes", "Bytes on disk of a topic, all replicas "
+                                "(DescribeLogDirs, read every metrics.disk_interval_s); role: source or destination.",
+                                ["topic", "role"], registry=r)
+        self.disk_ratio = Gauge("transcoder_disk_ratio", "On-disk ratio: the source topic's bytes on disk / the "
+                                "destination topic's (read every metrics.disk_interval_s).",
+                                ["lane", "destination", "codec"], registry=r)
         self.recompression = Gauge("transcoder_broker_recompression",
                                    "1 when the broker would recompress (or has recompressed) this destination's "
-                                   "batches.", ["lane", "destination", "reason"], registry=r)
-        self.lane_up = Gauge("transcoder_lane_running", "1 while the lane copies (running or caught up).",
-                             ["lane"], registry=r)
-        self.errors = Counter("transcoder_errors_total", "Records that failed, by Kafka error name.",
+                                   "batches, 0 otherwise; reason config: the topic's compression.type is neither "
+                                   "producer nor the produced codec; reason stored: a sampled stored batch has "
+                                   "another codec.", ["lane", "destination", "reason"], registry=r)
+        self.lane_up = Gauge("transcoder_lane_running", "1 while the lane copies (running or caught up), 0 once it "
+                             "has stopped or failed.", ["lane"], registry=r)
+        self.errors = Counter("transcoder_errors_total", "Records that could not be written to their destination, "
+                              "by Kafka error name; each is dead-lettered (errors.tolerance: all) or stops the lane.",
                               ["lane", "reason"], registry=r)
-        self.dlq_records = Counter("transcoder_dlq_records_total", "Records written to the dead-letter topic.",
-                                   ["lane"], registry=r)
+        self.dlq_records = Counter("transcoder_dlq_records_total", "Records written to the dead-letter topic because "
+                                   "they could not be written to their destination.", ["lane"], registry=r)
         self.source_records_lost = Counter(
             "transcoder_source_records_lost_total", "Source records gone before the lane copied them (retention or "
             "DeleteRecords overtook it, or the topic was recreated): never copied; marked in the offset map.",
             ["lane", "topic", "partition"], registry=r)
         self.backpressure = Counter("transcoder_backpressure_pauses_total",
-                                    "Times a lane paused consuming because too many bytes were in flight.",
+                                    "Times a lane paused consuming because more than max_in_flight_bytes were in "
+                                    "flight (unacknowledged).",
                                     ["lane"], registry=r)
 
         # Live scoring (evaluate: in the config). Candidate and current setting are separate metrics with the
@@ -223,11 +234,12 @@ class Metrics:
         # `codec` is the bare codec here and `level` its level ("" for the codec's default).
         self.candidate_ratio = Gauge("transcoder_candidate_ratio",
                                      "A candidate codec's ratio (framed uncompressed / compressed bytes) on the latest "
-                                     "live sample of the destination's records, cut into its batches.",
+                                     "live sample of the destination's records, cut into its batches (level: empty "
+                                     "for the codec's default).",
                                      ["destination", "codec", "level"], registry=r)
         self.candidate_cpu = Gauge("transcoder_candidate_cpu_seconds_per_million",
                                    "A candidate codec's CPU seconds (one thread) per million records of the latest "
-                                   "live sample, to compress or to decompress.",
+                                   "live sample, to compress or to decompress (direction).",
                                    ["destination", "codec", "level", "direction"], registry=r)
         self.candidate_current_ratio = Gauge("transcoder_candidate_current_ratio",
                                              "The destination's own codec and level, scored on the same live sample "
@@ -383,8 +395,8 @@ class MigrationMetrics:
         self.mismatches = Counter("transcoder_migration_mismatches_total",
                                   "Verification ranges whose destination records differ from their source records "
                                   "(cutover is refused while one is recorded).", ["destination"], registry=r)
-        self.groups = Gauge("transcoder_migration_groups", "Consumer groups of a migration in each stage.",
-                            ["destination", "stage"], registry=r)
+        self.groups = Gauge("transcoder_migration_groups", "Consumer groups of a migration in each stage (source, "
+                            "moving, destination, rolling-back).", ["destination", "stage"], registry=r)
         self._codecs: dict[str, set[str]] = {}  # topic -> codecs with a stored_codec_ratio series
         self._stages: dict[str, set[str]] = {}  # destination -> stages with a groups series
         self._endpoints: Endpoints | None = None
