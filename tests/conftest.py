@@ -28,13 +28,13 @@ from transcoder.kafka.admin import wait_leaders
 #: or a subprocess's JVM), in this order: on an xdist worker, one started last would be the run's tail.
 LONGEST_FIRST = (
     "tests/integration/test_spark_standalone.py",
-    "tests/integration/test_service.py::test_sigkill_mid_copy_then_restart_loses_nothing",
     "tests/integration/test_evaluate_truth.py",
     "tests/integration/test_image_steps.py",
     "tests/integration/test_faults.py",
     "tests/spark/",
     "tests/integration/test_migrate.py::test_sigkill",
     "tests/integration/test_bench.py",
+    "tests/integration/test_docs_commands.py",
 )
 
 

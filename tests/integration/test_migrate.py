@@ -2,8 +2,9 @@
 
 Each scenario checks, record by record, that what a group read before the move plus what it reads after
 equals the source: no gap, no duplicate (a SIGKILLed copy may add duplicates, never a gap). The scenarios whose
-source has a shape of its own (a plain topic, a compacted one with tombstones and gaps, aborted transactions) copy
-with each engine: the service, and Spark on the session's SparkSession.
+source has a shape of its own (a compacted one with tombstones and gaps, aborted transactions) copy with each engine:
+the service, and Spark on the session's SparkSession (a plain topic on Spark, under both guarantees:
+tests/spark/test_migrate_on_spark.py).
 """
 
 from __future__ import annotations
@@ -49,15 +50,13 @@ def copy(conf: cfg.Config) -> None:
 ENGINES = pytest.mark.parametrize("engine", ["service", "spark"], indirect=True)
 
 
-@ENGINES
-def test_plain_topic_group_moves_at_the_exact_next_record_and_rolls_back_exactly(engine, kafka, topic_factory,
-                                                                                 tmp_path):
+def test_plain_topic_group_moves_at_the_exact_next_record_and_rolls_back_exactly(kafka, topic_factory, tmp_path):
     source = topic_factory(partitions=3)
     produce(kafka, source, 3000, 3)
     group = f"app-{uuid.uuid4().hex[:6]}"
     before = consume_group(kafka, group, source, stop_after=1200)  # 40%
     path, conf, dest = setup(tmp_path, kafka, source)
-    engine(conf).run(until_caught_up=True)
+    copy(conf)
     moved = cut_over(path, group)
     assert moved[0]["outcome"] == "moved"
     # on the destination, the group reads a part, then is rolled back to the source

@@ -1,4 +1,6 @@
-"""The transcoding service against the real broker: fidelity, stored codecs, failures, restarts, lanes."""
+"""The transcoding service against the real broker: fidelity, stored codecs, failures, restarts, lanes. The process
+SIGKILLed mid-copy and run again: test_faults.py (three kills in one copy, both guarantees, record by record); the
+Spark engine's drivers and workers: test_spark_standalone.py."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from datetime import UTC
 
 import pytest
@@ -253,43 +254,6 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.2)
-
-
-#: records of the SIGKILL test: at the throttle's ~1,300 records/s the kill lands after ~8,000, mid-copy
-SIGKILL_RECORDS = 24_000
-
-
-def test_sigkill_mid_copy_then_restart_loses_nothing(kafka, topic_factory, read_topic, admin, tmp_path):
-    """The whole process SIGKILLed mid-copy, then run again: nothing lost, nothing foreign, order kept apart from
-    the replayed overlap. The Spark engine's drivers and workers are SIGKILLed on a standalone cluster
-    (test_spark_standalone.py); exactly-once faults, record by record, are in test_faults.py."""
-    source = topic_factory(partitions=3)
-    proc = run_cli("seed", "--kind", "json-logs", "--count", str(SIGKILL_RECORDS), "--topic", source,
-                   "-b", kafka.bootstrap, "--headers")
-    assert proc.returncode == 0, proc.stderr
-    path = write_config(tmp_path, kafka, [{"source": source, "destinations": [{"codec": "lz4"}]}])
-    dest = f"{source}.lz4"
-    kafka.throttle_producer(f"transcoder-{dest}", 500_000)  # slow enough to be killed mid-copy
-    try:
-        p = _start(path)
-        _wait_for(lambda: _dest_count(admin, dest) > 8000, timeout=300)
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(30)
-        assert _dest_count(admin, dest) < SIGKILL_RECORDS, "the copy finished before it could be killed"
-    finally:
-        kafka.throttle_producer(f"transcoder-{dest}", None)
-
-    proc = run_cli("run", "--config", path, "--until-caught-up")
-    assert proc.returncode == 0, proc.stderr
-    want = Counter(fingerprint(m) for m in read_topic(source))
-    got_msgs = read_topic(dest)
-    got = Counter(fingerprint(m) for m in got_msgs)
-    assert not (want - got), "records lost across the SIGKILL"
-    assert set(got) == set(want)  # at-least-once: duplicates allowed, nothing foreign
-    for partition in range(3):  # order within a partition holds, apart from the replayed overlap
-        values = [m.value() for m in got_msgs if m.partition() == partition]
-        dedup = list(dict.fromkeys(values))
-        assert dedup == [m.value() for m in read_topic(source) if m.partition() == partition]
 
 
 def test_sigterm_drains_and_commits_what_was_copied(kafka, topic_factory, admin, consumer_factory, tmp_path):
