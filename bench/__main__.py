@@ -47,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--copiers", "copier_names", default="transcoder,mm2,mm2-default,kcat", show_default=True,
               help=f"Of {', '.join(figures.COPIERS)}; transcoder-records: `hot_path: records`; spark-localN: "
                    "`transcoder run --engine spark` on local[N] (-records: with `hot_path: records`); "
-                   "spark-clusterN: on a standalone cluster of N 1-core workers.")
+                   "spark-clusterN: on a standalone cluster of N 1-core workers; native-floor: bench/native_floor "
+                   "(Rust, librdkafka; needs cargo); franz-go: bench/franz_go (Go, franz-go; needs go).")
 @click.option("--partitions", type=int, default=1, show_default=True,
               help="Source partitions (MirrorMaker 2 runs one task, transcoder one lane).")
 @click.option("--latency-records", type=int, default=5000, show_default=True)

@@ -1,6 +1,7 @@
 """The copiers the benchmark compares, each started as its own process(es) against the same broker:
 transcoder (`transcoder run`), MirrorMaker 2 in dedicated mode (Kafka's connect-mirror from Maven
-Central, with transcoder's batching or its own defaults) and kcat piping a consumer into a producer.
+Central, with transcoder's batching or its own defaults), kcat piping a consumer into a producer, and the
+compiled loops bench/native_floor (Rust, librdkafka) and bench/franz_go (Go, franz-go).
 
 Each copier copies one source topic into one fresh destination with one codec; `pids` are what
 the benchmark reads CPU from, `stop` ends them.
@@ -286,5 +287,43 @@ def start_batch_floor(bootstrap: str, source: str, destination: str, codec: str,
     log = workdir / f"{tag}.log"
     proc = subprocess.Popen([sys.executable, "-m", "bench.batch_floor", bootstrap, source, destination, codec,
                              str(records), str(batching.max_bytes), str(batching.linger_ms)],
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    return Running(destination, [proc], log, finite=True)
+
+
+FRANZ_GO_MODULE = Path(__file__).resolve().parent / "franz_go"
+
+
+def build_franz_go() -> Path:
+    """bench/franz_go built with `go build -trimpath` (modules pinned by its go.mod and go.sum, from the Go module
+    proxy on first use) into ~/.cache/transcoder/franz-go; the binary's path. Run on every use, as cargo for
+    native-floor: Go's build cache makes it take under a second until the sources change."""
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError("the franz-go copier needs Go (the `go` command, 1.26 or newer) on PATH")
+    binary = default_cache_dir() / "franz-go" / "franzgo"
+    built = subprocess.run([go, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(binary), "."],
+                           cwd=FRANZ_GO_MODULE, capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        raise RuntimeError(f"building bench/franz_go failed: {built.stderr.strip()[-1500:]}")
+    return binary
+
+
+def franz_go_command(binary: Path, bootstrap: str, source: str, destination: str, codec: str, records: int,
+                     batching: Batching, level: int | None = None) -> list[str]:
+    """The command line `start_franz_go` runs (level None: franz-go's default for the codec)."""
+    return [str(binary), "--bootstrap", bootstrap, "--source", source, "--destination", destination,
+            "--codec", codec, *([] if level is None else ["--level", str(level)]), "--records", str(records),
+            "--batch-max-bytes", str(batching.max_bytes), "--linger-ms", str(batching.linger_ms)]
+
+
+def start_franz_go(binary: Path, bootstrap: str, source: str, destination: str, codec: str, records: int,
+                   batching: Batching, workdir: Path, tag: str, level: int | None = None) -> Running:
+    """bench/franz_go: consume -> produce over franz-go in Go, what a Go shop would write (Redpanda Connect's
+    kafka_franz data path): a group consumer from the start, an idempotent producer with the manual partitioner,
+    the codec (and `level`) and transcoder's batching; it copies `records` faithfully (key, value, headers,
+    timestamp, partition) and exits once all are acknowledged. No latency (it stops at the dataset's end)."""
+    log = workdir / f"{tag}.log"
+    proc = subprocess.Popen(franz_go_command(binary, bootstrap, source, destination, codec, records, batching, level),
                             stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     return Running(destination, [proc], log, finite=True)

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from bench.requests import ApiLoad, per_million
 from bench.spans import Span, WarmRule, min_copy_seconds
 
-#: Copier names, in the order of the results tables. mm2 uses transcoder's batching; mm2-default its own.
-COPIERS = ("transcoder", "transcoder-records", "mm2", "mm2-default", "kcat", "native-floor", "batch-floor",
+#: Copier names, in the order of the results tables. mm2 uses transcoder's batching; mm2-default its own. franz-go:
+#: the consume -> produce loop a Go shop would write (bench/franz_go).
+COPIERS = ("transcoder", "transcoder-records", "mm2", "mm2-default", "kcat", "native-floor", "franz-go",
+           "batch-floor",
            "spark-local1", "spark-local2", "spark-local1-records", "spark-local2-records", "spark-cluster1",
            "spark-cluster2", "spark-local1-own", "spark-cluster1-own", "spark-cluster2-own")
 BASELINE = "mm2"  # every figure is also given as a ratio to MirrorMaker 2 at the same codec and batching

@@ -84,6 +84,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     trickle = [(r.key, r.value) for r in itertools.islice(data.records(), latency_records)]
     libs = copiers.fetch_mm2(DEFAULT_VERSION) if any(c.startswith("mm2") for c in chosen) else None
     floor = copiers.build_native_floor() if "native-floor" in chosen else None
+    franz_go = copiers.build_franz_go() if "franz-go" in chosen else None
     batching = copiers.TRANSCODER_BATCHING
     results: list[figures.CopyRun] = []
     try:
@@ -117,6 +118,12 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
                 running = copiers.start_native_floor(floor, bootstrap, source, dest, codec, seeded.records, batching,
                                                      work, tag)
+            elif copier == "franz-go":
+                assert franz_go is not None
+                dest = f"{source}.{tag}"
+                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
+                running = copiers.start_franz_go(franz_go, bootstrap, source, dest, codec, seeded.records, batching,
+                                                 work, tag)
             elif copier == "batch-floor":
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()

@@ -1,0 +1,42 @@
+"""bench.copiers' franz-go copier without a broker or a Go toolchain: the command line its starter builds, that
+bench/franz_go/main.go defines every flag it passes, and the error when `go` is missing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import copiers
+from bench.copiers import Batching, build_franz_go, franz_go_command
+
+BINARY = Path("/cache/franz-go/franzgo")
+
+
+def test_the_command_carries_the_copy_and_the_benchs_batching() -> None:
+    cmd = franz_go_command(BINARY, "127.0.0.1:19092", "src", "dst", "zstd", 5000, Batching(1_048_576, 500))
+    assert cmd == ["/cache/franz-go/franzgo", "--bootstrap", "127.0.0.1:19092", "--source", "src",
+                   "--destination", "dst", "--codec", "zstd", "--records", "5000",
+                   "--batch-max-bytes", "1048576", "--linger-ms", "500"]
+
+
+def test_a_level_is_passed_only_when_given() -> None:
+    cmd = franz_go_command(BINARY, "b:9092", "src", "dst", "gzip", 10, Batching(65_536, 5), level=1)
+    assert cmd[cmd.index("--level") + 1] == "1"
+    assert cmd[cmd.index("--batch-max-bytes") + 1] == "65536" and cmd[cmd.index("--linger-ms") + 1] == "5"
+    assert "--level" not in franz_go_command(BINARY, "b:9092", "src", "dst", "gzip", 10, Batching())
+
+
+def test_every_flag_the_starter_passes_is_defined_by_the_go_program() -> None:
+    source = (copiers.FRANZ_GO_MODULE / "main.go").read_text()
+    defined = set(re.findall(r'flag\.\w+\("([a-z-]+)"', source))
+    cmd = franz_go_command(BINARY, "b:9092", "src", "dst", "lz4", 10, Batching(), level=3)
+    passed = {a.removeprefix("--") for a in cmd if a.startswith("--")}
+    assert passed <= defined, passed - defined
+
+
+def test_the_build_says_go_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copiers.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="needs Go"):
+        build_franz_go()
