@@ -109,7 +109,12 @@ def _metadata_file(dist: metadata.Distribution) -> tuple[str, bytes]:
     """The root's METADATA (for its version on the executors), whatever form it is installed in (a wheel's
     .dist-info, an editable install's .egg-info)."""
     name = canonicalize_name(dist.metadata["Name"]).replace("-", "_")
-    return f"{name}-{dist.version}.dist-info/METADATA", str(dist.metadata).encode()
+    # the file as written, not the parsed message printed again: email's header folding refuses a long description
+    # with lines such as `cluster:` (a README's YAML) once importlib.metadata has made it a header
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+    if text is None:
+        raise ConfigError(f"{dist.metadata['Name']} {dist.version} has no METADATA or PKG-INFO to pack")
+    return f"{name}-{dist.version}.dist-info/METADATA", text.encode()
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:

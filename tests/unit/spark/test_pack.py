@@ -56,6 +56,19 @@ def test_transcoder_is_packed_from_the_package_it_imports_with_its_version():
     assert "Name: transcoder" in text.decode() and "Version: 0.1.0" in text.decode()
 
 
+def test_the_metadata_is_packed_as_written_whatever_its_description_holds(tmp_path):
+    """A README with YAML in it (`cluster:` at a line's start) as the description: importlib.metadata turns the body
+    into a Description header, which email's generator refused to print (HeaderParseError), failing every pack."""
+    from transcoder.spark.pack import _metadata_file
+
+    info = tmp_path / "demo-1.0.dist-info"
+    info.mkdir()
+    written = ("Metadata-Version: 2.4\nName: demo\nVersion: 1.0\nDescription-Content-Type: text/markdown\n\n"
+               "# demo\n\n```yaml\ncluster:\n  bootstrap_servers: k:9092\n```\n")
+    (info / "METADATA").write_text(written)
+    assert _metadata_file(metadata.PathDistribution(info)) == ("demo-1.0.dist-info/METADATA", written.encode())
+
+
 def test_an_archive_spark_cannot_unpack_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"env\.zip: the archive's name must end in \.tar\.gz, \.tgz, \.tar"):
         pack(tmp_path / "env.zip")
