@@ -43,7 +43,7 @@ test: venv kafka-jars lint
 demo: venv kafka-jars
 	$(BIN)/transcoder demo
 
-# transcoder vs MirrorMaker 2 vs kcat on one broker (see README, "Benchmark"); BENCH_ARGS, e.g.
+# transcoder vs MirrorMaker 2 vs kcat on one broker (see docs/benchmarks.md); BENCH_ARGS, e.g.
 # BENCH_ARGS="--from-file my.ndjson --count 500000 --codecs lz4,zstd".
 bench: venv kafka-jars
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -8,7 +8,7 @@ re-batched in compiled code, sent by transcoder's BatchProducer; exactly-once: i
 also runs record by record (`hot_path: records`, librdkafka's transactional producer), to zstd level 3 only (it
 refuses levels 13-22).
 
-What the service does during an outage (README, "Faults and outages"): it keeps retrying, never exits on its
+What the service does during an outage (docs/guarantees.md): it keeps retrying, never exits on its
 own; /readyz answers 503 while a lane cannot copy and 200 again once it can; a SIGTERM during the outage stops
 it within shutdown_timeout_s + 5 s, logging how many records were not committed (copied again on restart).
 """
