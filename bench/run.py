@@ -112,18 +112,13 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 running = copiers.start_mm2(libs, bootstrap, source, alias, codec,
                                             None if copier == "mm2-default" else batching, work, tag, live=live)
                 to_delete += copiers.mm2_state_topics(alias)
-            elif copier == "native-floor":
-                assert floor is not None
+            elif copier in ("native-floor", "franz-go"):  # compiled consume -> produce loops (librdkafka, franz-go)
+                binary, start = ((floor, copiers.start_native_floor) if copier == "native-floor"
+                                 else (franz_go, copiers.start_franz_go))
+                assert binary is not None
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
-                running = copiers.start_native_floor(floor, bootstrap, source, dest, codec, seeded.records, batching,
-                                                     work, tag)
-            elif copier == "franz-go":
-                assert franz_go is not None
-                dest = f"{source}.{tag}"
-                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
-                running = copiers.start_franz_go(franz_go, bootstrap, source, dest, codec, seeded.records, batching,
-                                                 work, tag)
+                running = start(binary, bootstrap, source, dest, codec, seeded.records, batching, work, tag)
             elif copier == "batch-floor":
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
