@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from collections import Counter
 from itertools import islice
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME
+from confluent_kafka.admin import ConfigResource
 
 from tests.support.cli import run_cli
 from transcoder.dev import datagen
@@ -23,12 +25,16 @@ def _one_error_line(proc) -> str:
     return lines[0]
 
 
-def test_seed_nginx_100k_records_read_back_exactly(kafka, read_topic):
+def test_seed_nginx_100k_records_read_back_exactly(kafka, admin, read_topic):
     topic = "seed-nginx-100k"
     proc = run_cli("seed", "--kind", "nginx", "--count", "100000", "--topic", topic, "-b", kafka.bootstrap,
                    "--partitions", "3", "--seed", "7", "--start", START, "--headers")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("seeded 100,000 records"), proc.stdout
+    # records stamped from START on (weeks ago): the topic keeps them past Kafka's default week (without it the
+    # broker's retention check deleted a segment of them before they were read back)
+    [config] = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    assert int(config.result()["retention.ms"].value) > time.time() * 1000 - START_MS
 
     got = read_topic(topic)
     assert len(got) == 100_000

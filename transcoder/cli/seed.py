@@ -82,6 +82,10 @@ def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind
             start_ms = seeding.generator_start_ms(count, max_bytes, eps, int(time.time() * 1000))
         records = seeding.generated(kind, seed_value=seed_value, keys=keys, headers=headers,
                                     start_ms=start_ms, events_per_second=eps)
+        # a --start in the past: a topic created here keeps what is seeded (a given retention.ms wins)
+        keep = seeding.retention_for(start_ms, int(time.time() * 1000))
+        if keep is not None:
+            topic_config.setdefault("retention.ms", keep)
         if kind == "entities":
             topic_config.setdefault("cleanup.policy", "compact")
     cluster = {"bootstrap.servers": bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}

@@ -129,6 +129,18 @@ def generator_start_ms(count: int | None, max_bytes: int | None, events_per_seco
     return now_ms - int(_estimated_count(count, max_bytes) * 1000 / events_per_second)
 
 
+#: Kafka's default time retention (log.retention.hours 168)
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def retention_for(start_ms: int, now_ms: int) -> str | None:
+    """The `retention.ms` a topic seeded with timestamps from `start_ms` on needs so that the broker keeps them: None
+    when Kafka's default week covers them, else their age plus a week (a broker deletes a segment whose newest
+    timestamp is older than retention.ms at its next retention check, however new the records are to it)."""
+    age = now_ms - start_ms
+    return None if age <= DEFAULT_RETENTION_MS else str(age + DEFAULT_RETENTION_MS)
+
+
 class _Pacer:
     """Holds the producing loop to `rate` records per second."""
 

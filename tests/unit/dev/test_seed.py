@@ -7,7 +7,7 @@ import gzip
 import pytest
 
 from transcoder.dev.datagen import Record
-from transcoder.dev.seed import FileSource, SeedResult, generator_start_ms, record_size
+from transcoder.dev.seed import FileSource, SeedResult, generator_start_ms, record_size, retention_for
 from transcoder.errors import ConfigError, InputError
 
 
@@ -73,3 +73,11 @@ def test_summary_line():
     s = SeedResult(topic="t", partitions=3, created=True, records=100_000, bytes=25_000_000, seconds=2.0)
     assert s.summary() == ("seeded 100,000 records, 25.0 MB (avg 250 B) into t (3 partitions, created) "
                            "in 2.0s: 50,000 records/s")
+
+
+def test_records_stamped_before_the_default_retention_get_a_retention_that_keeps_them():
+    day = 24 * 3600 * 1000
+    now = 1_800_000_000_000
+    assert retention_for(now - 2 * day, now) is None  # Kafka's default week keeps them
+    # 26 days old (a --start of the month's first day): the broker would delete them at its next retention check
+    assert retention_for(now - 26 * day, now) == str(33 * day)
