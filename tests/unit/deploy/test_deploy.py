@@ -10,6 +10,7 @@ import promql_parser
 import pytest
 import yaml
 
+from tests.support.promql import metric_names
 from transcoder import config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,18 +81,6 @@ def _dashboard_exprs() -> list[tuple[str, str]]:
             for panel in _panels(dashboard["panels"]) for target in panel.get("targets", [])]
 
 
-def _metric_names(expr: promql_parser.Expr) -> list[str]:
-    names: list[str] = []
-
-    def visit(node):
-        if isinstance(node, promql_parser.VectorSelector):
-            name = node.name or next((m.value for m in node.matchers.matchers if m.name == "__name__"), None)
-            names.append(name)
-
-    promql_parser.walk(expr, pre_visit=visit)
-    return names
-
-
 def test_promql_parser_rejects_broken_expressions():
     for broken in ("rate(transcoder_x_total[5m]", "sum by (lane) (transcoder_x_total", "rate(transcoder_x_total)",
                    "transcoder_x{lane=}", "transcoder_x_total[5m] > > 0"):
@@ -113,7 +102,7 @@ def test_alert_rules_are_complete_and_parse():
             expr = promql_parser.parse(rule["expr"])
         except ValueError as exc:
             pytest.fail(f"{name}: {exc}: {rule['expr']}")
-        metrics = _metric_names(expr)
+        metrics = metric_names(expr)
         assert metrics and all(m and m.startswith("transcoder_") for m in metrics), (name, metrics)
         if name in FIRES_AT_ONCE:
             assert "for" not in rule, f"{name} has a `for`: take it out of FIRES_AT_ONCE"
@@ -132,7 +121,7 @@ def test_dashboard_queries_parse():
             expr = promql_parser.parse(text)
         except ValueError as exc:
             pytest.fail(f"panel {title!r}: {exc}: {text}")
-        metrics = _metric_names(expr)
+        metrics = metric_names(expr)
         assert metrics and all(m and m.startswith("transcoder_") for m in metrics), (title, metrics)
 
 
@@ -166,7 +155,7 @@ def test_migration_monitoring_rows_and_alert():
             if p["type"] == "row":
                 break
             below.append(p)
-        return {m for p in below for t in p.get("targets", []) for m in _metric_names(promql_parser.parse(t["expr"]))}
+        return {m for p in below for t in p.get("targets", []) for m in metric_names(promql_parser.parse(t["expr"]))}
 
     assert metrics_below("Migration") == {"transcoder_migration_verified_offset",
                                           "transcoder_migration_mismatches_total", "transcoder_migration_groups"}

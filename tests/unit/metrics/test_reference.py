@@ -12,6 +12,7 @@ from pathlib import Path
 import promql_parser
 import yaml
 
+from tests.support.promql import metric_names
 from transcoder.metrics import reference
 from transcoder.metrics.registry import Metrics, MigrationMetrics
 
@@ -80,15 +81,10 @@ def test_every_metric_is_on_the_page_with_its_labels_series_and_help():
 
 def _metric_names(expr: str) -> set[str]:
     """The metric names an expression's selectors name, as Prometheus parses it."""
-    names: set[str] = set()
-
-    def visit(node):
-        if isinstance(node, promql_parser.VectorSelector):
-            names.add(node.name or next(m.value for m in node.matchers.matchers if m.name == "__name__"))
-
     # Grafana's own range variables, as Prometheus would see them
-    promql_parser.walk(promql_parser.parse(re.sub(r"\$\{?__\w+\}?", "5m", expr)), pre_visit=visit)
-    return names
+    names = metric_names(promql_parser.parse(re.sub(r"\$\{?__\w+\}?", "5m", expr)))
+    assert None not in names, expr
+    return set(names)  # type: ignore[arg-type]
 
 
 def _queries(monitoring: Path) -> dict[str, str]:
