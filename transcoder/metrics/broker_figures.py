@@ -54,8 +54,10 @@ class BrokerFigures:
         dst_info = RawClient(self.config.target_cluster.librdkafka()) if self.config.destination_cluster else src_info
         try:
             while True:
+                # asked before the reading: a lane that finishes while a reading is under way gets one more
+                done = lanes_done()
                 read = self._read_or_log(src_info, dst_info)
-                if lanes_done():
+                if done:
                     # that was the reading after the last lane stopped: the figures the run ends with, so one the
                     # brokers did not answer is asked again before they are left as they were
                     for _ in range(FINAL_READ_RETRIES):

@@ -52,3 +52,21 @@ def test_a_last_reading_that_keeps_failing_is_said_to_be_stale(monkeypatch):
     assert len(calls) == FINAL_READ_RETRIES + 1
     assert [e["event"] for e in logs].count("broker_figures_failed") == FINAL_READ_RETRIES + 1
     assert logs[-1]["event"] == "broker_figures_stale"
+
+
+def test_the_last_reading_is_taken_after_the_lanes_are_done_not_during_their_last_writes(monkeypatch):
+    # The lanes finish while a periodic reading is under way: that reading saw the topics before the last
+    # writes, so the figures the run ends with must come from one more reading.
+    f, calls = figures(monkeypatch, [])
+    done = threading.Event()
+    reading = f.read
+
+    def read(src: object, dst: object) -> None:
+        reading(src, dst)
+        done.set()  # the last lane stops while this reading is under way
+
+    f.read = read  # type: ignore[method-assign]
+    stop = threading.Event()
+    monkeypatch.setattr(stop, "wait", lambda timeout=None: False)
+    f.run(stop, done.is_set)
+    assert len(calls) == 2
