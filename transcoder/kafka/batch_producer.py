@@ -270,7 +270,7 @@ class BatchProducer:
         finally:
             with self._lock:
                 self._flushing = False
-        self._emit_stats()
+        self.emit_statistics()
         return len(self)
 
     def __len__(self) -> int:
@@ -446,9 +446,10 @@ class BatchProducer:
     # ------------------------------------------------------------------ statistics
     def _maybe_emit_stats(self) -> None:
         if self._on_stats is not None and time.monotonic() >= self._next_stats:
-            self._emit_stats()
+            self.emit_statistics()
 
-    def _emit_stats(self) -> None:
+    def emit_statistics(self) -> None:
+        """Hand `on_stats` the batches sent since the last emission, now (the interval starts again)."""
         if self._on_stats is None:
             return
         self._next_stats = time.monotonic() + self._stats_interval

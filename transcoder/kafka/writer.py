@@ -527,8 +527,12 @@ class Writer:
                 self._acked[dest] = 0
 
     def final_statistics(self) -> None:
-        """Wait (a statistics interval at most) for one more statistics emission per producer: the last batches."""
+        """One more statistics emission per producer: the last batches. transcoder's own producers emit at once;
+        librdkafka's are waited for (a statistics interval at most), as it emits on its own clock."""
         seen = self.stats_emissions
+        for p in self.producers:
+            if isinstance(p, BatchProducer):
+                p.emit_statistics()
         deadline = time.monotonic() + self.config.metrics.stats_interval_ms / 1000 + 1
         while self.stats_emissions < seen + len(self.producers) and time.monotonic() < deadline:
             self.poll(0.1)

@@ -54,3 +54,19 @@ def test_exactly_once_a_failed_batch_aborts_and_the_partition_is_fetched_again_f
                     ("handed", P0, 0, 9), "abort_transaction", ("fetch_from", {P0: 0}),
                     ("handed", P0, 0, 9), ("commit_transaction", [("src", 0, 10)])]
     assert the_lane.status.committed == {P0: 10}  # (the checkpoint forgot P0 when close() revoked it)
+
+
+def test_until_caught_up_commits_and_stops_once_everything_to_the_end_offsets_is_acknowledged():
+    # The commit interval is a minute here: a one-shot copy must not wait for it once the last record is in.
+    the_lane, consumer, writer, events, stop = lane({"end_offsets": {P0: (0, 10)}}, hot_path="batches")
+    fetcher: Any = the_lane.fetcher
+    consumer.script = [
+        lambda c: c.rebalance("assign", [P0]),
+        lambda c: fetcher.log.setdefault(P0, []).extend(range(10)),
+        lambda c: writer.ack(P0, 9),  # one record still in flight: not yet
+        lambda c: writer.ack(P0),
+    ] + [lambda c: None] * 50  # the script running out stops the lane ("stopped", not "caught-up")
+    the_lane.run(stop, until_caught_up=True)
+    assert the_lane.status.state == "caught-up"
+    assert consumer.script, "the lane ran until it was stopped"
+    assert consumer.group == {P0: 10}
