@@ -36,6 +36,7 @@ from transcoder.kafka.writer import Writer
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.registry import LaneMetrics
 from transcoder.metrics.status import LaneStatus
+from transcoder.pipeline.catch_up import CatchUp
 from transcoder.pipeline.commits import release_offsets, transactional_id
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
@@ -143,9 +144,8 @@ class Lane:
         self._own_destinations = set(own_destinations or ())
         self.config = config
         self.metrics = metrics
-        #: source partition -> (low, high) watermarks seen at start, for --until-caught-up
-        self.end_offsets = end_offsets
-        self._ended_at = -1  # records acknowledged when the lane last found it had read to the end offsets
+        #: --until-caught-up: the source partitions' end offsets when the run started
+        self.catch_up = CatchUp(end_offsets) if end_offsets is not None else None
         self._revoke_error: BaseException | None = None
         self._stop = threading.Event()  # run()'s
         self.threads = threads or ThreadLedger()
@@ -423,7 +423,11 @@ class Lane:
                     self.sampler.tick(now)
                 if self.txn.draining and now < next_commit:
                     self._commit(self.assigned)  # the transaction's batches may all be acknowledged now
-                if until_caught_up and now < next_commit and self._read_to_the_end():
+                if until_caught_up and now < next_commit and self.catch_up is not None \
+                        and self.catch_up.read_to_the_end(self.ledger.next_offset, self.checkpoint.committed,
+                                                          self.ledger.in_flight_bytes,
+                                                          sum(self.writer.acked_total.values()),
+                                                          self.path.nothing_to_copy):
                     next_commit = now  # committed and checked now, not up to commit_interval_ms later
                 if now >= next_commit:
                     self.status.loop_cpu_seconds = time.thread_time() - cpu0
@@ -563,28 +567,8 @@ class Lane:
             ts = self.checkpoint.committed_ts.get(tp)
             self._set_lag(tp, lag, 0.0 if lag == 0 or ts is None else max(0.0, (now_ms - ts) / 1000))
 
-    def _read_to_the_end(self) -> bool:
-        """--until-caught-up: every record below the start end offsets read and acknowledged, new since the last
-        time this was true (a partition whose last offsets are not records waits for the commit interval)."""
-        if not self.end_offsets or self.ledger.in_flight_bytes:
-            return False
-        mark = sum(self.writer.acked_total.values())
-        if mark == self._ended_at:
-            return False
-        for tp, (low, high) in self.end_offsets.items():
-            if high > low and self.ledger.next_offset.get(tp, low) < high \
-                    and self.checkpoint.committed.get(tp, -1) < high and not self.path.nothing_to_copy(tp, high):
-                return False
-        self._ended_at = mark
-        return True
-
     def _caught_up(self) -> bool:
-        if not self.end_offsets:
-            return False
-        for tp, (low, high) in self.end_offsets.items():
-            if high > low and self.checkpoint.committed.get(tp, -1) < high and not self.path.nothing_to_copy(tp, high):
-                return False
-        return True
+        return self.catch_up is not None and self.catch_up.done(self.checkpoint.committed, self.path.nothing_to_copy)
 
     def _shutdown(self, failed: bool = False) -> None:
         """Stop consuming, deliver what is in flight, commit what was acknowledged, leave the group."""
