@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 import yaml
@@ -158,6 +159,9 @@ def test_an_instance_with_the_same_partitions_fences_a_paused_one(kafka, topic_f
     err = "".join(lines)
     if zombie.returncode != 0:
         assert "another instance took over transactional.id" in err, err[-3000:]
+    stuck = [line for line in lines if '"lane_stop_stuck"' in line]
+    if stuck:  # bounded and said (the service exits), but why its stop hung is worth a look: shown in CI's summary
+        warnings.warn(f"the fenced instance's lane stop did not return: {stuck[0][:4000]}", stacklevel=1)
     assert "Traceback" not in err
     # Whatever the paused instance did on waking, it wrote nothing that any reader of committed data sees.
     assert _source_records(kafka.bootstrap, dest) == copied

@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
+from transcoder import logs
 from transcoder.cli.main import main
-from transcoder.errors import ConfigError
+from transcoder.errors import ConfigError, TranscoderError
 
 
 def _load_config(path: Path) -> Any:
@@ -137,14 +138,24 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
     log.info("service_starting", config=str(config_path), cluster=conf.cluster.redacted(), lanes=conf.lanes,
              until_caught_up=until_caught_up, engine=engine)
     service.serve()
-    service.run(until_caught_up=until_caught_up)
+    try:
+        service.run(until_caught_up=until_caught_up)
+    except TranscoderError as exc:
+        if getattr(service, "abandoned", False):  # a failed lane's stop did not return (lane_stop_stuck)
+            _exit_now(exc.exit_code, logs.redact(f"transcoder: error: {exc}"))
+        raise
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
     if getattr(service, "abandoned", False):
-        # A lane still waits on Kafka past shutdown_timeout_s (logged as shutdown_timeout_exceeded): exit now,
-        # without the interpreter's clean-up, which would close its clients and wait on Kafka again.
-        import os
-        import sys
+        _exit_now(0)
 
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+
+def _exit_now(code: int, line: str | None = None) -> None:
+    """A lane still waits on Kafka past shutdown_timeout_s (shutdown_timeout_exceeded, lane_stop_stuck): exit now,
+    without the interpreter's clean-up, which would close its clients and wait on Kafka again."""
+    import os
+
+    if line is not None:
+        click.echo(line, err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

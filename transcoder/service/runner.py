@@ -96,12 +96,39 @@ class Service(Served):
             committed=lambda: {tp: o for ln in self.lanes for tp, o in dict(ln.status.committed).items()})
         return self._side_thread("migration-verify", self.verification.run)
 
-    def _abandon(self, limit: float) -> None:
+    def _wait(self, threads: dict[Lane, threading.Thread], limit: float) -> float | None:
+        """Until every lane's thread ends, or `limit` seconds after stopping began (a stop asked, or a lane failed:
+        the others drain and stop too), then they are abandoned. When stopping began (None: it did not)."""
+        by_lane = {lane.spec.name: t for lane, t in threads.items()}
+        stopping_since: float | None = None
+        heap = HeapTrim()
+        while any(t.is_alive() for t in threads.values()):
+            next(t for t in threads.values() if t.is_alive()).join(0.5)  # short joins: signals are handled
+            self._watch_loops(by_lane)
+            heap.tick()
+            if any(lane.status.state == "failed" for lane in threads):
+                self.stop_event.set()  # as soon as a lane fails, not once its own stop returned
+            if self.stop_event.is_set():
+                stopping_since = stopping_since or time.monotonic()
+                if time.monotonic() - stopping_since > limit:
+                    self._abandon(limit, by_lane)
+                    break
+        return stopping_since
+
+    def _abandon(self, limit: float, threads: dict[str, threading.Thread]) -> None:
         """Stopping took longer than shutdown_timeout_s (Kafka unreachable, a commit hanging): stop waiting.
         The lanes' threads are daemons, left behind as the process exits; what they did not commit is read
         and copied again by the next run."""
         self.abandoned = True
+        frames = sys._current_frames()
         for ln in self.lanes:
+            thread = threads.get(ln.spec.name)
+            if ln.status.state == "failed" and thread is not None and thread.is_alive():
+                # its stop after the failure (abort, close) did not return: where it waits, for the report
+                stack = "".join(traceback.format_stack(frames[thread.ident])) if thread.ident in frames else ""
+                log.error("lane_stop_stuck", lane=ln.spec.name, waited_s=round(limit, 1), error=ln.status.error,
+                          stack=stack, note="nothing more is committed: the next run copies from the last commit")
+                continue
             if ln.status.state not in ("running", "starting"):
                 continue
             uncommitted = {f"{t}[{p}]": max(0, nxt - ln.status.committed.get((t, p), nxt))
@@ -156,30 +183,22 @@ class Service(Served):
 
         threads = [threading.Thread(target=run_lane, args=(lane,), name=f"lane-{lane.spec.name}", daemon=True)
                    for lane in self.lanes]
+        by_lane = {lane.spec.name: t for lane, t in zip(self.lanes, threads, strict=True)}
         poller = self.start_broker_figures(prepared)
         scoring = self.start_scoring()
         verifying = self.start_verification(prepared)
         for t in threads:
             t.start()
-        stopping_since: float | None = None
         limit = self.config.shutdown_timeout_s + SHUTDOWN_MARGIN_S
-        by_lane = {lane.spec.name: t for lane, t in zip(self.lanes, threads, strict=True)}
-        heap = HeapTrim()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.5)  # short joins, so the main thread keeps handling signals
-                self._watch_loops(by_lane)
-                heap.tick()
-                if self.stop_event.is_set():
-                    stopping_since = stopping_since or time.monotonic()
-                    if time.monotonic() - stopping_since > limit:
-                        self._abandon(limit)
-                        break
+        stopping_since = self._wait(dict(zip(self.lanes, threads, strict=True)), limit)
         self.stop_event.set()  # every lane is done (caught up, stopped or failed): the poller takes a last reading
         deadline = (stopping_since or time.monotonic()) + limit
         for side in (poller, scoring, verifying):  # daemons: a reading or job under way may finish in time
             if side is not None:
                 side.join(max(0.0, deadline - time.monotonic()))
+        # a lane abandoned while it stopped after failing has raised nothing yet: its error is its status's
+        errors += [TranscoderError(f"lane {ln.spec.name}: {ln.status.error}") for ln in self.lanes
+                   if ln.status.state == "failed" and ln.status.error and by_lane[ln.spec.name].is_alive()]
         if errors:
             first = errors[0]
             if isinstance(first, TranscoderError):
