@@ -26,7 +26,7 @@ from pathlib import Path
 
 import click
 
-from bench import figures
+from bench import copiers, figures
 from bench.run import Dataset, bench, report
 from bench.spans import WARM, WarmRule
 from transcoder import logs
@@ -73,9 +73,14 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
     logs.configure("warning")
     codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
     chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
-    bad = [c for c in codec_list if c not in CODECS] + [c for c in chosen if c not in figures.COPIERS]
+    bad = [c for c in codec_list if not _known_codec(c)] + [c for c in chosen if c not in figures.COPIERS]
     if bad:
         raise click.UsageError(f"unknown codec or copier: {', '.join(bad)}")
+    levelled = [c for c in codec_list if ":" in c]
+    if levelled and not set(chosen) <= set(copiers.LEVELLED_COPIERS):
+        raise click.UsageError(f"a codec level ({', '.join(levelled)}) is taken by "
+                               f"{', '.join(copiers.LEVELLED_COPIERS)} only, not by "
+                               f"{', '.join(sorted(set(chosen) - set(copiers.LEVELLED_COPIERS)))}")
     data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count,
                    key_field=key_field)
     rule = WarmRule(fraction=warm_fraction, seconds=warm_seconds)
@@ -111,6 +116,14 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
         click.echo(f"{len(short)} of {len(res.copies)} copies were too short to warm (their warmed figures are "
                    f"their whole copy's): for steady-state figures, --count {figures.count_to_warm(short, rule):,} "
                    "at least (more: a copier speeds up once warm)", err=True)
+
+
+def _known_codec(spec: str) -> bool:
+    """A `--codecs` entry: a codec, with a level or not (`gzip:5`)."""
+    try:
+        return copiers.codec_level(spec)[0] in CODECS
+    except ValueError:
+        return False
 
 
 if __name__ == "__main__":

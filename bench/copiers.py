@@ -108,6 +108,16 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+#: copiers that take a codec's level (`--codecs gzip:5`); the others copy at their clients' default level
+LEVELLED_COPIERS = ("transcoder", "transcoder-records", "franz-go")
+
+
+def codec_level(spec: str) -> tuple[str, int | None]:
+    """A `--codecs` entry: `gzip:5` -> ("gzip", 5), `zstd` -> ("zstd", None: the client's default level)."""
+    name, _, level = spec.partition(":")
+    return name, int(level) if level else None
+
+
 # ---------------------------------------------------------------- transcoder
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
                      workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None,
@@ -116,7 +126,8 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
     """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching); with
     `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`), or on `spark_cluster`
     (its master and workers' CPU counted too, the cluster stopped with the copy); `hot_path` as the config's (None:
-    its default)."""
+    its default). `codec` may carry a level (`gzip:5`)."""
+    codec, level = codec_level(codec)
     if spark_cluster is not None:
         spark_master = spark_cluster.url
     routes = [(source, destination)] + ([(live, f"{live}.copy")] if live else [])
@@ -125,7 +136,7 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
         "group_id": f"bench-{tag}",
         "lanes": "shared",  # one consumer, one loop thread, for both topics
         "routes": [{"source": s, "destinations": [{
-            "codec": codec, "topic": d,
+            "codec": codec, **({"level": level} if level is not None else {}), "topic": d,
             "batch": {"max_bytes": batching.max_bytes, "linger_ms": batching.linger_ms},
         }]} for s, d in routes],
         "metrics": {"port": 0},

@@ -89,7 +89,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     results: list[figures.CopyRun] = []
     try:
         for run, codec, copier in itertools.product(range(1, runs + 1), codecs, chosen):
-            tag = f"{copier}-{codec}-{run}"
+            tag = f"{copier}-{codec.replace(':', '-')}-{run}"  # topic names take no ':
             live = None
             if copier in LATENCY_COPIERS and trickle:
                 live = f"{source}.live-{tag}"
@@ -118,7 +118,12 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 assert binary is not None
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
-                running = start(binary, bootstrap, source, dest, codec, seeded.records, batching, work, tag)
+                name, level = copiers.codec_level(codec)
+                if copier == "franz-go":
+                    running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag,
+                                    level=level)
+                else:
+                    running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag)
             elif copier == "batch-floor":
                 dest = f"{source}.{tag}"
                 admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()

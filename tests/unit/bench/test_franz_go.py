@@ -40,3 +40,19 @@ def test_the_build_says_go_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(copiers.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="needs Go"):
         build_franz_go()
+
+
+def test_a_codec_level_is_read_from_the_codecs_option() -> None:
+    assert copiers.codec_level("gzip:5") == ("gzip", 5)
+    assert copiers.codec_level("zstd") == ("zstd", None)
+
+
+def test_a_level_for_a_copier_that_takes_none_or_a_bad_one_is_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from bench.__main__ import main
+
+    out = CliRunner().invoke(main, ["--codecs", "gzip:5", "--copiers", "transcoder,mm2", "--out", str(tmp_path / "r")])
+    assert out.exit_code == 2 and "taken by transcoder, transcoder-records, franz-go only, not by mm2" in out.output
+    out = CliRunner().invoke(main, ["--codecs", "gzip:x", "--copiers", "transcoder"])
+    assert out.exit_code == 2 and "unknown codec or copier: gzip:x" in out.output
