@@ -147,6 +147,8 @@ class Lane:
         #: --until-caught-up: the source partitions' end offsets when the run started
         self.catch_up = CatchUp(end_offsets) if end_offsets is not None else None
         self._revoke_error: BaseException | None = None
+        #: what failed the lane (run() raises it once its stop returned)
+        self.failure: BaseException | None = None
         self._stop = threading.Event()  # run()'s
         self.threads = threads or ThreadLedger()
         #: hot_path batches (the default): the lane reads raw record sets (Fetcher) and writes batches built from
@@ -448,6 +450,7 @@ class Lane:
             if self.watch.error is not None:
                 raise self.watch.error
         except BaseException as exc:
+            self.failure = exc  # the runner raises it itself if this stop never returns
             self.status.state = "failed"
             self.status.error = str(exc)
             self.metrics.running(False)

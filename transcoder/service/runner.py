@@ -196,9 +196,8 @@ class Service(Served):
         for side in (poller, scoring, verifying):  # daemons: a reading or job under way may finish in time
             if side is not None:
                 side.join(max(0.0, deadline - time.monotonic()))
-        # a lane abandoned while it stopped after failing has raised nothing yet: its error is its status's
-        errors += [TranscoderError(f"lane {ln.spec.name}: {ln.status.error}") for ln in self.lanes
-                   if ln.status.state == "failed" and ln.status.error and by_lane[ln.spec.name].is_alive()]
+        # a lane abandoned while it stopped after failing has raised nothing yet: what failed it
+        errors += [ln.failure for ln in self.lanes if ln.failure is not None and by_lane[ln.spec.name].is_alive()]
         if errors:
             first = errors[0]
             if isinstance(first, TranscoderError):
