@@ -49,9 +49,15 @@ class DestinationBatcher:
         elif self.opened is None:
             self.opened = now
 
+    @property
+    def due_at(self) -> float | None:
+        """When (monotonic s) the open section's linger is over; None when the batcher holds no record."""
+        return None if self.opened is None else self.opened + self.linger_s
+
     def due(self, now: float) -> bool:
         """Whether the open section's linger is over at `now` (monotonic s)."""
-        return self.opened is not None and now - self.opened >= self.linger_s
+        due_at = self.due_at
+        return due_at is not None and now >= due_at
 
     def send(self) -> None:
         """Send every record held, the open section too (its linger is over, or the writer flushes: a drain, a

@@ -18,6 +18,7 @@ Group membership and commits stay with the lane's consumer; this only reads.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -174,14 +175,18 @@ class Fetcher:
             self._unresolved.pop(tp, None)
 
     # ------------------------------------------------------------------ fetching
-    def fetch(self, budget: int | None = None, skip: Collection[Partition] = ()) -> dict[Partition, Fetched]:
+    def fetch(self, budget: int | None = None, skip: Collection[Partition] = (),
+              until: float | None = None) -> dict[Partition, Fetched]:
         """One round: a Fetch to each leader of the partitions not paused, at once; the partitions' records
         from their positions, decoded, and the positions moved past them. Waits up to max_wait_ms when
         nothing is there. A partition whose leader moved is looked up again at the next round.
 
         `budget`: at most this many bytes per response and partition (the caller's room for records in flight;
         the broker still returns a first batch larger than that, so a partition always moves on). `skip`:
-        partitions not to fetch this round (the caller still holds records of theirs)."""
+        partitions not to fetch this round (the caller still holds records of theirs). `until` (monotonic s): the
+        broker waits for records no later than this (the caller has a batch to send by then: its linger), each Fetch
+        this round sends, the one it reads ahead too, asking for what is left of it when sent (at most max_wait_ms).
+        """
         if self._unresolved:
             self._resolve()
         wanted = {tp: off for tp, off in self.positions.items() if tp not in self.paused and tp not in skip}
@@ -202,7 +207,7 @@ class Fetcher:
             if ahead is not None and self._usable(ahead, by_leader):
                 pending = ahead.pending
             else:  # what was read ahead (if anything) is dropped unread: positions moved, partitions came back
-                pending = self._start(by_leader, cap)
+                pending = self._start(by_leader, cap, until)
             answers = self._info.fetch_answers(pending)
             self._failures.succeeded("fetch_request_failed", time.monotonic())
         except KafkaUnavailableError as exc:
@@ -235,7 +240,7 @@ class Fetcher:
             out[tp] = Fetched(records, end)
         left = cap - fetched
         if self.read_ahead and left >= min(cap, self.partition_max_bytes):
-            self._read_ahead(left, skip)
+            self._read_ahead(left, skip, until)
         return out
 
     def _by_leader(self, wanted: Mapping[Partition, int]) -> dict[int, dict[Partition, int]]:
@@ -246,10 +251,13 @@ class Fetcher:
                 by_leader.setdefault(leader, {})[tp] = off
         return by_leader
 
-    def _start(self, by_leader: Mapping[int, Mapping[Partition, int]], cap: int) -> PendingFetch:
+    def _start(self, by_leader: Mapping[int, Mapping[Partition, int]], cap: int,
+               until: float | None) -> PendingFetch:
+        wait_ms = self.max_wait_ms if until is None else \
+            max(0, min(self.max_wait_ms, math.ceil((until - time.monotonic()) * 1000)))
         return self._info.fetch_start(by_leader, max_bytes=cap,
                                       partition_max_bytes=min(self.partition_max_bytes, cap),
-                                      max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes)
+                                      max_wait_ms=wait_ms, min_bytes=self.min_bytes)
 
     @staticmethod
     def _usable(ahead: _Ahead, by_leader: Mapping[int, Mapping[Partition, int]]) -> bool:
@@ -257,7 +265,7 @@ class Fetcher:
         same offset (a partition they hold and it does not want is left unread)."""
         return all(ahead.offsets.get(tp) == off for offsets in by_leader.values() for tp, off in offsets.items())
 
-    def _read_ahead(self, budget: int, skip: Collection[Partition]) -> None:
+    def _read_ahead(self, budget: int, skip: Collection[Partition], until: float | None) -> None:
         """The next round's Fetches, sent now: from the positions just moved, at most `budget` bytes, for the
         partitions with a known leader not paused or skipped. If they cannot be sent, the next round sends its own
         (and logs why they fail)."""
@@ -266,7 +274,7 @@ class Fetcher:
         if not by_leader:
             return
         try:
-            pending = self._start(by_leader, budget)
+            pending = self._start(by_leader, budget, until)
         except KafkaUnavailableError:
             return
         self._ahead = _Ahead({tp: off for offsets in by_leader.values() for tp, off in offsets.items()}, pending)

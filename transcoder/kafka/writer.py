@@ -359,6 +359,11 @@ class Writer:
                 del batchers[key]
         return n, size
 
+    def linger_due(self) -> float | None:
+        """When (monotonic s) the first open batch's linger is over; None when no batch is open. The lane's Fetch
+        waits no longer, so `tick` sends that batch in time."""
+        return min((d for b in self._batchers.values() if (d := b.due_at) is not None), default=None)
+
     def tick(self, now: float, *, flush: bool = False) -> None:
         """Send the open batches whose linger is over (all of them with `flush`)."""
         batchers = self._batchers

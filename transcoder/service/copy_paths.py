@@ -175,7 +175,9 @@ class RecordSets:
         # (at least one), as a paused librdkafka consumer would. Compressed source batches hold more record
         # bytes than they take: what does not fit waits here, and its partition is not fetched meanwhile.
         room = lane.room()
-        fetched = self.fetcher.fetch(budget=max(room, 1), skip=self.pending) if not idle else {}
+        # the Fetches wait no later than the first open batch's linger end, so `tick` sends it on time
+        fetched = self.fetcher.fetch(budget=max(room, 1), skip=self.pending,
+                                     until=lane.writer.linger_due()) if not idle else {}
         for loss in self.fetcher.take_losses():
             lane.watch.fetch_loss(loss)
         now = time.monotonic()

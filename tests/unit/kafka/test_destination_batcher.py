@@ -147,6 +147,18 @@ def test_the_writer_sends_full_sections_at_once_and_open_ones_in_the_order_they_
     assert sink.sent == []  # nothing held
 
 
+def test_the_writer_says_when_the_first_open_batch_s_linger_is_over(batched):
+    w, sink = batched
+    assert w.linger_due() is None  # nothing open
+    w.write_stored(("s", 1), stored(0, 4), now=10.0)
+    w.write_stored(("s", 0), stored(0, 2), now=10.2)
+    assert w.linger_due() == pytest.approx(10.5)  # partition 1's, opened at 10.0
+    w.tick(10.5)  # partition 1's went; partition 0's is due at 10.7
+    assert w.linger_due() == pytest.approx(10.7)
+    w.tick(10.7)
+    assert w.linger_due() is None
+
+
 class _TxnProducer:
     """The calls an abort makes of the transactional producer."""
 

@@ -71,6 +71,8 @@ class FakeWriter:
         #: set by every abort_transaction; `after_abort` (a test's) runs after each
         self.aborted = threading.Event()
         self.after_abort: Callable[[], None] | None = None
+        #: when (monotonic s) the open batch's linger is over; None: no batch open
+        self.due: float | None = None
 
     def write(self, msgs: list[Record], on_error: Callable[[Any], None]) -> tuple[int, int]:
         for m in msgs:
@@ -103,6 +105,9 @@ class FakeWriter:
     def poll(self, timeout: float) -> None: ...
     def handle_failures(self) -> None: ...
     def tick(self, now: float, flush: bool = False) -> None: ...
+    def linger_due(self) -> float | None:
+        return self.due
+
     def flush_acked(self) -> None: ...
     def flush_map(self, timeout: float) -> bool:
         return True
@@ -286,6 +291,8 @@ class FakeFetcher:
         self.positions: dict[Partition, int] = {}
         self.paused: set[Partition] = set()
         self.unknown_topics: set[str] = set()
+        #: each fetch's `until`, in order
+        self.untils: list[float | None] = []
 
     def assign(self, starts: dict[Partition, int | str | None]) -> None:
         self.events.append(("fetch_from", dict(starts)))
@@ -297,7 +304,8 @@ class FakeFetcher:
             self.positions.pop(tp, None)
             self.paused.discard(tp)
 
-    def fetch(self, budget: int | None = None, skip: Any = ()) -> dict[Partition, Fetched]:
+    def fetch(self, budget: int | None = None, skip: Any = (), until: float | None = None) -> dict[Partition, Fetched]:
+        self.untils.append(until)
         got = {}
         for tp, pos in self.positions.items():
             if tp in self.paused or tp in skip:

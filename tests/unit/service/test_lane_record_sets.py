@@ -70,3 +70,21 @@ def test_until_caught_up_commits_and_stops_once_everything_to_the_end_offsets_is
     assert the_lane.status.state == "caught-up"
     assert consumer.script, "the lane ran until it was stopped"
     assert consumer.group == {P0: 10}
+
+
+def test_a_fetch_waits_no_longer_than_the_open_batch_s_linger():
+    # A Fetch the broker holds for FETCH_WAIT_MS when no record comes would send an open batch up to that late: at 5
+    # records/s and linger 500 ms, records waited 0.60-0.61 s (2026-11-28). The lane's Fetch waits until the first
+    # open batch's linger is over (the writer's linger_due), and FETCH_WAIT_MS with no batch open.
+    the_lane, consumer, writer, events, stop = lane(hot_path="batches")
+    fetcher: Any = the_lane.fetcher
+
+    def batch_open(c: ScriptedConsumer) -> None:
+        writer.due = 1234.5
+
+    def no_batch(c: ScriptedConsumer) -> None:
+        writer.due = None
+
+    consumer.script = [lambda c: c.rebalance("assign", [P0]), no_batch, batch_open, no_batch]
+    the_lane.run(stop)
+    assert fetcher.untils[:3] == [None, 1234.5, None]
