@@ -15,6 +15,7 @@ import zlib
 import click
 import transcoder_native as native
 
+from bench.codec_speed import cut
 from transcoder.dev import seed
 
 
@@ -22,9 +23,7 @@ def sections(kind: str, records: int) -> tuple[list, list[bytes]]:
     recs = list(itertools.islice(seed.generated(kind, seed_value=1, keys=True, headers=False,
                                                 start_ms=1_700_000_000_000, events_per_second=2000.0), records))
     tuples = [(r.key, r.value, [], r.timestamp_ms) for r in recs]
-    rb = native.Rebatcher(1 << 20, 10_000)
-    rb.add(native.decode_stored(native.encode_batch(tuples, codec="none"), 0), 0)
-    secs = rb.take(flush=True)
+    secs = cut(tuples)
     return secs, [native.records_section([tuples[o] for o in s.offsets]) for s in secs]
 
 
