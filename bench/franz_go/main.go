@@ -33,7 +33,8 @@ func fatal(format string, args ...any) {
 
 // compression maps the bench's codec and level (-1: the client's default) to franz-go's codec. franz-go's
 // WithLevel takes each library's own level type, not the number librdkafka and Java take, so:
-//   - gzip: 1-9 as is (0 is franz-go's "default", i.e. 6, so it is refused);
+//   - gzip: 1-9 as is, klauspost/compress's levels (its default, -1, is its flate's level 5; 0 would store,
+//     so it is refused);
 //   - lz4: 0 is fast (the default), 1-9 pierrec/lz4's Level1-Level9 (it has no 10-12);
 //   - zstd: 1-22 through klauspost/compress's EncoderLevelFromZstd, which has four speeds
 //     (1-2 fastest, 3-5 default, 6-9 better, 10-22 best);
@@ -49,7 +50,7 @@ func compression(codec string, level int) kgo.CompressionCodec {
 		return kgo.SnappyCompression()
 	case "gzip":
 		if level < 0 {
-			return kgo.GzipCompression() // level 6
+			return kgo.GzipCompression() // klauspost/compress's default: its level 5
 		}
 		if level < 1 || level > 9 {
 			fatal("gzip level %d: franz-go takes 1-9", level)
@@ -83,7 +84,7 @@ func main() {
 	source := flag.String("source", "", "topic to copy")
 	dest := flag.String("destination", "", "topic to copy into (as many partitions as the source)")
 	codec := flag.String("codec", "none", "none, gzip, snappy, lz4 or zstd")
-	level := flag.Int("level", -1, "codec level (-1: franz-go's default: gzip 6, lz4 fast, zstd 3)")
+	level := flag.Int("level", -1, "codec level (-1: franz-go's default: gzip klauspost 5, lz4 fast, zstd SpeedDefault)")
 	records := flag.Int64("records", 0, "records to copy, then exit once all are acknowledged")
 	maxBytes := flag.Int("batch-max-bytes", 1_048_576, "ProducerBatchMaxBytes (uncompressed bytes of a batch)")
 	lingerMs := flag.Int("linger-ms", 500, "ProducerLinger in milliseconds")

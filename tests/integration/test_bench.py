@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 import time
 
+from bench import copiers
 from bench.run import Dataset, bench, report
+from tests.support.faults import compare_topics, produce_records
 from tests.support.tools import require_tool
 
-# The kcat copier (Debian's kcat, optional on a developer's machine) has tests of its own: without kcat
-# they are skipped, naming it (failed when CI is set); the other copiers are tested everywhere.
+# The kcat and franz-go copiers (Debian's kcat, Go: optional on a developer's machine) have tests of their own:
+# without the tool they are skipped, naming it (failed when CI is set); the other copiers are tested everywhere.
 KCAT_INSTALL = "install the Debian package `kcat` (.ci/run does: apt-get install kcat)"
 COPIERS = ("transcoder", "transcoder-records", "mm2", "mm2-default")
+GO_INSTALL = "install Go 1.26 or newer (the `go` command; the Go module proxy reachable on first use)"
 
 
 def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
@@ -81,3 +84,21 @@ def test_bench_kcat_copier_keeps_keys_and_has_no_latency(kafka, tmp_path):
     assert [(r.copier, r.records, r.uncompressed_bytes) for r in res.copies] == [("kcat", 1500, expected)]
     assert 0 < res.copies[0].disk_bytes
     assert res.copies[0].latency_p50 is None and res.copies[0].latency_p99 is None  # kcat drops timestamps
+
+
+def test_the_franz_go_copier_builds_and_copies_every_record_as_it_is(kafka, topic_factory, tmp_path):
+    # The compiled peer of the benchmark (bench/franz_go), built from its pinned modules as the bench builds it, and
+    # run once: every record copied to its partition with its key, value, headers and timestamp. Never timed here.
+    require_tool("go", GO_INSTALL)
+    binary = copiers.build_franz_go()
+    src, dst = topic_factory(partitions=2), topic_factory(partitions=2)
+    produce_records(kafka.bootstrap, src, 600, partitions=2)
+    running = copiers.start_franz_go(binary, kafka.bootstrap, src, dst, "zstd", 600, copiers.Batching(65_536, 5),
+                                     tmp_path, "franz-go")
+    try:
+        assert running.procs[0].wait(120) == 0, running.log.read_text() if running.log else ""
+    finally:
+        running.stop()
+    c = compare_topics(kafka.bootstrap, src, dst)
+    assert (c.source, c.destination, c.lost, c.duplicates, c.foreign, c.in_order) == (600, 600, 0, 0, 0, True), \
+        c.summary()
