@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Test processes of `make test` (pytest-xdist), each with its own broker (Spark's tests all in one of them, the
-# legacy ones in another); 0: one process, no xdist. On a 2-core machine 4 took 24-27 min of tests in fresh-clone
-# runs (2026-11-27; 26-29 min with .ci/run's set-up).
+# legacy ones in another); 0: one process, no xdist. On a 2-core machine 4 took 17-18 min of tests in fresh-clone
+# runs (2026-11-28; 18-20 min with .ci/run's set-up).
 TEST_WORKERS ?= 4
 
 .PHONY: venv kafka-jars lint test unit demo bench clean
