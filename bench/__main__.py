@@ -27,7 +27,7 @@ from pathlib import Path
 import click
 
 from bench import copiers, figures
-from bench.run import Dataset, bench, report
+from bench.run import Dataset, Trickle, bench, report
 from bench.spans import WARM, WarmRule
 from transcoder import logs
 from transcoder.codecs import CODECS
@@ -52,7 +52,11 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--partitions", type=int, default=1, show_default=True,
               help="Source partitions (MirrorMaker 2 runs one task, transcoder one lane).")
 @click.option("--latency-records", type=int, default=5000, show_default=True)
-@click.option("--latency-rate", type=float, default=2000.0, show_default=True, help="Records/s of the live trickle.")
+@click.option("--latency-rate", default="2000", show_default=True, callback=lambda _c, _p, v: _rate(v),
+              help="Records/s of the live trickle, or N% of each copy's own warmed records/s (its maximum here).")
+@click.option("--latency-driver", type=click.Choice(["python", "franz-go"]), default="python", show_default=True,
+              help="The trickle's producer and reader: python (confluent-kafka, up to ~50,000 records/s here) or "
+                   "franz-go (bench/franz_go/trickle, compiled; needs go).")
 @click.option("--warm-fraction", type=click.FloatRange(0.0, 1.0 - WARM.min_fraction), default=WARM.fraction,
               show_default=True,
               help="The warmed span starts once the destination holds this share of the records...")
@@ -67,9 +71,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--out", type=click.Path(path_type=Path),
               help="Results file (default bench/results/<date>-<dataset>.md).")
 def main(kind: str, from_file: Path | None, key_field: str | None, count: int, runs: int, codecs: str,
-         copier_names: str, partitions: int, latency_records: int, latency_rate: float, warm_fraction: float,
-         warm_seconds: float, client_tables: bool, request_log: bool, bootstrap_servers: str | None,
-         out: Path | None) -> None:
+         copier_names: str, partitions: int, latency_records: int, latency_rate: tuple[float, float | None],
+         latency_driver: str, warm_fraction: float, warm_seconds: float, client_tables: bool, request_log: bool,
+         bootstrap_servers: str | None, out: Path | None) -> None:
     logs.configure("warning")
     codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
     chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
@@ -84,6 +88,7 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
     data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count,
                    key_field=key_field)
     rule = WarmRule(fraction=warm_fraction, seconds=warm_seconds)
+    trickle = Trickle(records=latency_records, rate=latency_rate[0], share=latency_rate[1], driver=latency_driver)
     work = Path(tempfile.mkdtemp(prefix="transcoder-bench-"))
     local = None
     broker_pid = None
@@ -98,14 +103,13 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
         log_file = Path(st.log_file) if request_log else None
     try:
         res = bench(bootstrap, work, data, runs=runs, codecs=codec_list, chosen=chosen, partitions=partitions,
-                    latency_records=latency_records, latency_rate=latency_rate, client_tables=client_tables,
+                    trickle=trickle, client_tables=client_tables,
                     broker_pid=broker_pid, rule=rule, request_log=log_file)
     finally:
         if local is not None:
             local.down()
     text = report(res, codecs=codec_list, runs=runs, dataset=data.name, partitions=partitions,
-                  command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), latency_records=latency_records,
-                  latency_rate=latency_rate, rule=rule)
+                  command=shlex.join(["python", "-m", "bench", *sys.argv[1:]]), trickle=trickle, rule=rule)
     path = out or ROOT / "bench" / "results" / f"{datetime.now(UTC):%Y-%m-%d}-{data.name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -116,6 +120,20 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
         click.echo(f"{len(short)} of {len(res.copies)} copies were too short to warm (their warmed figures are "
                    f"their whole copy's): for steady-state figures, --count {figures.count_to_warm(short, rule):,} "
                    "at least (more: a copier speeds up once warm)", err=True)
+
+
+def _rate(value: str) -> tuple[float, float | None]:
+    """`--latency-rate`: (records/s, None), or (0, share) for `N%`."""
+    try:
+        if value.endswith("%"):
+            share = float(value[:-1]) / 100
+            if 0 < share <= 1:
+                return 0.0, share
+        elif (rate := float(value)) > 0:
+            return rate, None
+    except ValueError:
+        pass
+    raise click.BadParameter(f"{value!r}: records/s above 0, or a share of the copy's rate from 1% to 100% (50%)")
 
 
 def _known_codec(spec: str) -> bool:

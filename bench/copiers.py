@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+from transcoder.dev.ports import free_port
 from transcoder.dev.spark_cluster import StandaloneCluster
 
 
@@ -44,6 +45,7 @@ class Running:
     log: Path | None = None
     finite: bool = False  # the copier exits by itself once done (exit status 0 is success)
     live_destination: str | None = None  # where it copies the live topic (the latency trickle) to
+    status_url: str | None = None  # transcoder's metrics endpoint (its /status), None for the other copiers
     tree: bool = False  # its CPU is its processes' and all their descendants' (Spark: the JVM, Python workers)
     #: processes whose CPU (with their descendants') is the copier's too but which `stop` leaves to `cleanup`
     #: (a standalone Spark cluster's master and workers, whose executors do the copying)
@@ -139,7 +141,7 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
             "codec": codec, **({"level": level} if level is not None else {}), "topic": d,
             "batch": {"max_bytes": batching.max_bytes, "linger_ms": batching.linger_ms},
         }]} for s, d in routes],
-        "metrics": {"port": 0},
+        "metrics": {"port": (port := free_port()), "host": "127.0.0.1"},  # its /status: the live latency it reports
     }
     if hot_path is not None:
         conf["hot_path"] = hot_path
@@ -157,6 +159,7 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
                                  "--config", str(path), *engine], stdout=out, stderr=subprocess.STDOUT,
                                 env=spark_cluster.env() if spark_cluster is not None else None)
     return Running(destination, [proc], log, live_destination=f"{live}.copy" if live else None,
+                   status_url=f"http://127.0.0.1:{port}" if spark_master is None else None,
                    tree=spark_master is not None,
                    watched=[] if spark_cluster is None else [spark_cluster.master, *spark_cluster.workers],
                    cleanup=spark_cluster.stop if spark_cluster is not None else None)
@@ -309,14 +312,32 @@ def build_franz_go() -> Path:
     """bench/franz_go built with `go build -trimpath` (modules pinned by its go.mod and go.sum, from the Go module
     proxy on first use) into ~/.cache/transcoder/franz-go; the binary's path. Run on every use, as cargo for
     native-floor: Go's build cache makes it take under a second until the sources change."""
+    return _go_build(".", "franzgo")
+
+
+def build_trickle() -> Path:
+    """bench/franz_go/trickle, the compiled latency driver (`--latency-driver franz-go`), built as `build_franz_go`."""
+    return _go_build("./trickle", "trickle")
+
+
+def trickle_command(binary: Path, bootstrap: str, source: str, destination: str, replay: Path, *, rate: float,
+                    timed: int, timeout: float, warm_seconds: float = 3.0) -> list[str]:
+    """The command line of bench/franz_go/trickle: `replay`'s records into `source` at `rate`, `warm_seconds`
+    untimed, then `timed` timed records, read back from `destination` (bench.measure.live_latency_compiled)."""
+    return [str(binary), "--bootstrap", bootstrap, "--source", source, "--destination", destination,
+            "--replay", str(replay), "--rate", f"{rate:.0f}", "--warm-seconds", f"{warm_seconds:g}",
+            "--timed-records", str(timed), "--timeout-seconds", f"{timeout:g}"]
+
+
+def _go_build(package: str, name: str) -> Path:
     go = shutil.which("go")
     if go is None:
-        raise RuntimeError("the franz-go copier needs Go (the `go` command, 1.26 or newer) on PATH")
-    binary = default_cache_dir() / "franz-go" / "franzgo"
-    built = subprocess.run([go, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(binary), "."],
+        raise RuntimeError(f"bench/franz_go's {name} needs Go (the `go` command, 1.26 or newer) on PATH")
+    binary = default_cache_dir() / "franz-go" / name
+    built = subprocess.run([go, "build", "-trimpath", "-buildvcs=false", "-mod=readonly", "-o", str(binary), package],
                            cwd=FRANZ_GO_MODULE, capture_output=True, text=True, check=False)
     if built.returncode != 0:
-        raise RuntimeError(f"building bench/franz_go failed: {built.stderr.strip()[-1500:]}")
+        raise RuntimeError(f"building bench/franz_go {package} failed: {built.stderr.strip()[-1500:]}")
     return binary
 
 

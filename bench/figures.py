@@ -25,6 +25,22 @@ BASELINE = "mm2"  # every figure is also given as a ratio to MirrorMaker 2 at th
 
 
 @dataclass(frozen=True)
+class LiveLatency:
+    """A live trickle through a copier (bench.measure), timed by an independent reader of the destination."""
+
+    rate: float  # records/s asked
+    reached: float  # records/s the timed records went at (below `rate`: the driver could not keep up)
+    records: int  # timed records read from the destination
+    sent: int  # records the trickle sent in all, untimed ones too
+    p50: float  # seconds, the record's timestamp (set when produced) -> read from the destination
+    p99: float
+    driver: str = "python"  # the trickle's producer and reader: python (confluent-kafka) or franz-go (Go)
+    produce_p99: float | None = None  # the driver's own share: timestamp -> its producer's acknowledgement
+    status_p50: float | None = None  # what transcoder's /status says of the live destination (None: not transcoder)
+    status_p99: float | None = None
+
+
+@dataclass(frozen=True)
 class CopyRun:
     """One copy of the whole dataset by one copier with one codec."""
 
@@ -36,12 +52,19 @@ class CopyRun:
     cpu_seconds: float  # the copier's processes over the same span (JVM or Python included)
     startup_seconds: float  # launch to the first record in the destination
     disk_bytes: int  # destination on disk after the copy (DescribeLogDirs)
-    latency_p50: float | None = None  # seconds, source timestamp -> readable in the destination
-    latency_p99: float | None = None
+    live: LiveLatency | None = None  # the live trickle's latency after the copy (None: not measured)
     broker_cpu_seconds: float | None = None  # the broker's process over the same span (a local broker only)
     warm: Span | None = None  # the warmed span (bench.spans); the whole span again when the copy was too short
     warm_note: str | None = None  # why the warmed span is the whole span (the copy was too short), else None
     requests: Mapping[str, ApiLoad] | None = None  # the copier's broker requests by API (a request-logging broker)
+
+    @property
+    def latency_p50(self) -> float | None:
+        return None if self.live is None else self.live.p50
+
+    @property
+    def latency_p99(self) -> float | None:
+        return None if self.live is None else self.live.p99
 
 
 @dataclass(frozen=True)
@@ -254,6 +277,26 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
                          f"{cell('disk_bytes', 1e-6, 1)} | {cell('ratio')} | "
                          f"{cell('latency_p50', 1e3, 0)} | {cell('latency_p99', 1e3, 0)} | "
                          f"{cell('startup', digits=1)} | {_warm_cell(s, (short or {}).get((copier, c)))} |")
+    return "\n".join(lines)
+
+
+def latency_table(copies: Sequence[CopyRun]) -> str:
+    """One row per copy with a live trickle: the rate asked and reached, what the independent reader saw, the
+    driver's own share, and what transcoder's /status said of the same destination."""
+    head = ("| codec | copier | run | driver | records/s asked | reached | timed records | p50 (ms) | p99 (ms) | "
+            "driver's produce p99 (ms) | /status p50 (ms) | /status p99 (ms) |")
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    runs: dict[tuple[str, str], int] = {}
+
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * 1e3:,.0f}"
+
+    for r in copies:
+        runs[(r.copier, r.codec)] = run = runs.get((r.copier, r.codec), 0) + 1
+        if (v := r.live) is not None:
+            lines.append(f"| {r.codec} | {r.copier} | {run} | {v.driver} | {v.rate:,.0f} | {v.reached:,.0f} | "
+                         f"{v.records:,} | {ms(v.p50)} | {ms(v.p99)} | {ms(v.produce_p99)} | {ms(v.status_p50)} | "
+                         f"{ms(v.status_p99)} |")
     return "\n".join(lines)
 
 

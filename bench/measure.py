@@ -4,15 +4,20 @@ latency of a live trickle; and the producer/consumer passes of the 2017 tables."
 
 from __future__ import annotations
 
+import base64
+import json
+import subprocess
 import sys
 import time
+import urllib.request
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench import spans
-from bench.copiers import Running, process_cpu
-from bench.figures import ClientRun, CopyRun
+from bench.copiers import Running, process_cpu, trickle_command
+from bench.figures import ClientRun, CopyRun, LiveLatency
 from bench.spans import WARM, Sample, WarmRule
 from transcoder.kafka.admin import delete_topics as admin_delete_topics
 from transcoder.kafka.admin import describe, end_offsets
@@ -89,8 +94,8 @@ TIMED = [("bench-timed", b"1")]
 
 
 def live_latency(bootstrap: str, source: str, destination: str, *, records: list[tuple[bytes | None, bytes]],
-                 rate: float, timeout: float = 120.0) -> tuple[float, float]:
-    """(p50, p99) seconds from a record's source timestamp (set at produce) to reading it from the destination.
+                 rate: float, timeout: float = 120.0) -> LiveLatency:
+    """p50 and p99 seconds from a record's source timestamp (set at produce) to reading it from the destination.
 
     Produces `records` (key, value) into `source` at `rate` records/s, each stamped with the time it
     is produced, while a consumer reads the destination from its end. One record goes first, untimed, and is read
@@ -110,6 +115,7 @@ def live_latency(bootstrap: str, source: str, destination: str, *, records: list
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True})
     latencies: list[float] = []
     sent = 0
+    timed_span = 0.0  # from the first timed record sent to the last
     try:
         warm_key, warm_value = records[0]
         producer.produce(source, warm_value, key=warm_key, timestamp=int(time.time() * 1000))
@@ -127,6 +133,8 @@ def live_latency(bootstrap: str, source: str, destination: str, *, records: list
                 producer.produce(source, value, key=key, timestamp=int(time.time() * 1000),
                                  headers=TIMED if sent < len(records) else None)
                 sent += 1
+                if sent == len(records):
+                    timed_span = time.monotonic() - t0
             producer.poll(0)
             for m in consumer.consume(500, timeout=0.005):
                 if m.error() is None:
@@ -141,7 +149,43 @@ def live_latency(bootstrap: str, source: str, destination: str, *, records: list
     finally:
         consumer.close()
     p = dict(Window.from_values(latencies).percentiles)
-    return p[0.5], p[0.99]
+    return LiveLatency(rate=rate, reached=(len(records) - 1) / timed_span if timed_span > 0 else rate,
+                       records=len(latencies), sent=sent + 1, p50=p[0.5], p99=p[0.99])
+
+
+def live_latency_compiled(binary: Path, bootstrap: str, source: str, destination: str, *,
+                          records: list[tuple[bytes | None, bytes]], timed: int, rate: float, workdir: Path,
+                          timeout: float = 120.0) -> LiveLatency:
+    """As `live_latency`, driven by bench/franz_go/trickle (Go), which keeps up with the rates a lane copies at:
+    `records` replayed round and round at `rate`, 3 s untimed first, then `timed` records timed, then untimed until
+    every timed one is read. Its producer's own share (timestamp -> acknowledgement) is given apart."""
+    replay = workdir / "trickle.records"
+    replay.write_text("".join(f"{base64.b64encode(k or b'').decode()}\t{base64.b64encode(v).decode()}\n"
+                              for k, v in records))
+    done = subprocess.run(trickle_command(binary, bootstrap, source, destination, replay, rate=rate, timed=timed,
+                                          timeout=timeout), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"latency trickle into {source}: {done.stderr.strip()[-600:]}")
+    got = json.loads(done.stdout)
+    return LiveLatency(rate=got["rate"], reached=got["reached_rate"], records=got["timed"], sent=got["sent"],
+                       p50=got["p50"],
+                       p99=got["p99"], driver="franz-go", produce_p99=got["produce_p99"])
+
+
+def status_latency(url: str, destination: str, records: int, timeout: float = 30.0) -> tuple[float, float]:
+    """(p50, p99) seconds transcoder's /status at `url` gives for `destination`, once it counts `records` records
+    out there (its tallies are flushed at commits)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(f"{url}/status", timeout=10) as answer:
+            doc = json.load(answer)
+        row = next((d for lane in doc["lanes"] for d in lane["destinations"] if d["topic"] == destination), None)
+        if row is not None and row["records_out"] >= records and row["latency_p99_seconds"] is not None:
+            return row["latency_p50_seconds"], row["latency_p99_seconds"]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"/status: {destination} holds {row and row['records_out']} of {records} records "
+                               f"after {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 def produce_pass(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], codec: str,

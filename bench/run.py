@@ -36,6 +36,28 @@ LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "sp
 
 
 @dataclass(frozen=True)
+class Trickle:
+    """The live trickle after each copy: `records` timed records at `rate` records/s, or, with `share`, at that
+    share of the copy's own warmed records/s (its maximum on this machine); sent and read by `driver`: `python`
+    (confluent-kafka, up to ~50,000 records/s here) or `franz-go` (bench/franz_go/trickle, compiled)."""
+
+    records: int
+    rate: float = 2000.0
+    share: float | None = None
+    driver: str = "python"
+
+    def rate_for(self, r: figures.CopyRun) -> float:
+        if self.share is None:
+            return self.rate
+        top = r.warm.records_per_s if r.warm is not None else None
+        return self.share * (top or r.records / r.seconds)
+
+    def describe(self) -> str:
+        at = f"{self.share:.0%} of the copy's warmed records/s" if self.share is not None else f"{self.rate:,.0f}/s"
+        return f"{self.records:,} timed records at {at}, driven by {self.driver}"
+
+
+@dataclass(frozen=True)
 class Dataset:
     name: str
     kind: str | None
@@ -61,7 +83,7 @@ class Results:
 
 
 def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[str], chosen: list[str],
-          partitions: int, latency_records: int, latency_rate: float, client_tables: bool,
+          partitions: int, trickle: Trickle, client_tables: bool,
           broker_pid: int | None = None, rule: WarmRule = WARM, request_log: Path | None = None) -> Results:
     """Seed once, copy with every copier and codec `runs` times; each copy copies exactly the seeded data.
 
@@ -81,17 +103,20 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     source = f"bench.{data.name}.{stamp}"
     seeded = seed.seed(data.records(), cluster=cluster, topic=source, count=data.count, partitions=partitions)
     click.echo(seeded.summary(), err=True)
-    trickle = [(r.key, r.value) for r in itertools.islice(data.records(), latency_records)]
+    # the compiled driver replays up to 10,000 records round and round; the Python one sends each timed record once
+    replayed = [(r.key, r.value) for r in itertools.islice(
+        data.records(), trickle.records if trickle.driver == "python" else min(trickle.records, 10_000))]
     libs = copiers.fetch_mm2(DEFAULT_VERSION) if any(c.startswith("mm2") for c in chosen) else None
     floor = copiers.build_native_floor() if "native-floor" in chosen else None
     franz_go = copiers.build_franz_go() if "franz-go" in chosen else None
+    driver = copiers.build_trickle() if trickle.driver == "franz-go" and replayed else None
     batching = copiers.TRANSCODER_BATCHING
     results: list[figures.CopyRun] = []
     try:
         for run, codec, copier in itertools.product(range(1, runs + 1), codecs, chosen):
             tag = f"{copier}-{codec.replace(':', '-')}-{run}"  # topic names take no ':
             live = None
-            if copier in LATENCY_COPIERS and trickle:
+            if copier in LATENCY_COPIERS and replayed:
                 live = f"{source}.live-{tag}"
                 admin.create_topics([NewTopic(live, partitions, 1)])[live].result()
             launched = time.monotonic()
@@ -146,9 +171,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                     lines = requests.read_range(request_log, log_start, request_log.stat().st_size)
                     r = replace(r, requests=requests.parse(lines))
                 if live and running.live_destination:
-                    p50, p99 = measure.live_latency(bootstrap, live, running.live_destination, records=trickle,
-                                                    rate=latency_rate)
-                    r = replace(r, latency_p50=p50, latency_p99=p99)
+                    r = replace(r, live=_live(trickle, r, driver, bootstrap, live, running, replayed, work))
             finally:
                 running.stop()
                 measure.delete_topics(admin, to_delete)
@@ -172,6 +195,22 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
     return Results(seeded, results, produced, consumed)
 
 
+def _live(trickle: Trickle, r: figures.CopyRun, driver: Path | None, bootstrap: str, live: str,
+          running: copiers.Running, replayed: list[tuple[bytes | None, bytes]], work: Path) -> figures.LiveLatency:
+    """The trickle through the running copier, and what its /status says of it (transcoder on the service)."""
+    assert running.live_destination is not None
+    rate = trickle.rate_for(r)
+    if driver is not None:
+        got = measure.live_latency_compiled(driver, bootstrap, live, running.live_destination, records=replayed,
+                                            timed=trickle.records, rate=rate, workdir=work)
+    else:
+        got = measure.live_latency(bootstrap, live, running.live_destination, records=replayed, rate=rate)
+    if running.status_url is None:
+        return got
+    p50, p99 = measure.status_latency(running.status_url, running.live_destination, got.sent)
+    return replace(got, status_p50=p50, status_p99=p99)
+
+
 def progress(r: figures.CopyRun, run: int) -> str:
     """One copy's line on stderr: whole copy, then the warmed span (or why there is none)."""
     w = r.warm
@@ -187,7 +226,14 @@ def progress(r: figures.CopyRun, run: int) -> str:
     return (f"run {run} {r.codec:6} {r.copier:11} {r.records / r.seconds:>10,.0f} records/s "
             f"{r.cpu_seconds / r.records * 1e6:7.2f} CPU s/1M{broker}{warmed}  "
             f"ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
-            f"  p99 {'' if r.latency_p99 is None else f'{r.latency_p99 * 1000:.0f} ms'}")
+            f"  {_live_line(r.live)}")
+
+
+def _live_line(v: figures.LiveLatency | None) -> str:
+    if v is None:
+        return ""
+    status = "" if v.status_p99 is None else f", /status p99 {v.status_p99 * 1000:.0f} ms"
+    return f"p99 {v.p99 * 1000:.0f} ms at {v.reached:,.0f} records/s{status}"
 
 
 def machine() -> str:
@@ -220,7 +266,7 @@ def _numbered(copies: list[figures.CopyRun]) -> Iterable[tuple[int, figures.Copy
 
 
 def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitions: int, command: str,
-           latency_records: int, latency_rate: float, rule: WarmRule = WARM) -> str:
+           trickle: Trickle, rule: WarmRule = WARM) -> str:
     seeded, produced, consumed = res.seeded, res.produced, res.consumed
     summary = figures.summarise(res.copies)
     short = figures.too_short(res.copies)
@@ -254,11 +300,11 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "CPU is the copier's whole processes (the JVM for MirrorMaker 2, "
         "both kcat processes); broker CPU is the local broker's process over the same spans, the load each "
         "copier puts on it (n/a with -b). MB/s, disk and the Cloudflare table are the whole copy's. "
-        "Latency: after the copy, a live trickle of "
-        f"{latency_records:,} records at {latency_rate:,.0f}/s (the dataset's first records, stamped when produced) "
-        "into a fresh topic the copier copies besides the dataset, from the record's timestamp to a consumer "
-        "reading it from the destination, after one untimed record has gone the whole way (the trickle's producer, "
-        "the copier's first batch to the new topic and the consumer started; kcat carries no timestamps: n/a). "
+        f"Latency: after the copy, a live trickle of {trickle.describe()} (the dataset's first records, stamped "
+        "when produced) into a fresh topic the copier copies besides the dataset, from the record's timestamp to a "
+        "consumer reading it from the destination, after untimed records have gone the whole way (the trickle's "
+        "producer, the copier's first batch to the new topic and the consumer started; kcat carries no "
+        "timestamps: n/a); per copy under Latency, with what transcoder's /status said. "
         "Each copy copies exactly the seeded "
         "dataset. spark-localN: `transcoder run --engine spark` on local[N] (CPU: "
         "the driver, its JVM and Python workers; start-up includes the SparkSession). spark-clusterN: the same on a "
@@ -281,6 +327,7 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
             f"at a steady rate: --count {figures.count_to_warm(res.copies, rule) or 0:,} at least, more as a "
             "copier speeds up once warm):", "", *notes, ""]
           if notes else []),
+        *(["## Latency", "", figures.latency_table(res.copies), ""] if any(r.live for r in res.copies) else []),
         "## Cloudflare-style table (transcoder, one lane per codec)",
         "",
         figures.cloudflare_table(summary, codecs, seeded.records),

@@ -9,7 +9,7 @@ import json
 import time
 
 from bench import copiers
-from bench.run import Dataset, bench, report
+from bench.run import Dataset, Trickle, bench, report
 from tests.support.faults import compare_topics, produce_records
 from tests.support.tools import require_tool
 
@@ -24,7 +24,7 @@ def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
     data = Dataset(name="nginx", kind="nginx", from_file=None, count=3000)
     broker = kafka.local.state().pid if kafka.local else None
     res = bench(kafka.bootstrap, tmp_path, data, runs=1, codecs=["zstd"], chosen=list(COPIERS), partitions=1,
-                latency_records=200, latency_rate=500.0, client_tables=True, broker_pid=broker)
+                trickle=Trickle(200, 500.0), client_tables=True, broker_pid=broker)
 
     assert res.seeded.records == 3000
     # Each copy is measured once its destination holds the whole dataset; the live trickle goes to a
@@ -44,7 +44,7 @@ def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
     assert 0 < res.produced[0].traffic_bytes < res.produced[0].uncompressed_bytes
 
     text = report(res, codecs=["zstd"], runs=1, dataset="nginx", partitions=1, command="python -m bench",
-                  latency_records=200, latency_rate=500.0)
+                  trickle=Trickle(200, 500.0))
     rows = [line for line in text.splitlines() if line.startswith("| zstd | ")]
     assert [line.split(" | ")[1] for line in rows[:4]] == list(COPIERS)
     assert "## Targets" in text and "## Cloudflare-style table" in text and "2017-style consumer table" in text
@@ -70,7 +70,7 @@ def _ndjson(tmp_path) -> tuple[Dataset, int]:
 def test_bench_copies_your_own_ndjson_keyed_by_a_field(kafka, tmp_path):
     data, expected = _ndjson(tmp_path)
     res = bench(kafka.bootstrap, tmp_path, data, runs=1, codecs=["lz4"], chosen=["transcoder"],
-                partitions=1, latency_records=100, latency_rate=500.0, client_tables=False)
+                partitions=1, trickle=Trickle(100, 500.0), client_tables=False)
     assert (res.seeded.records, res.seeded.bytes) == (1500, expected)
     assert [(r.copier, r.records, r.uncompressed_bytes) for r in res.copies] == [("transcoder", 1500, expected)]
     assert 0 < res.copies[0].disk_bytes and res.copies[0].latency_p99 is not None
@@ -80,7 +80,7 @@ def test_bench_kcat_copier_keeps_keys_and_has_no_latency(kafka, tmp_path):
     require_tool("kcat", KCAT_INSTALL, alternatives=["kafkacat"])
     data, expected = _ndjson(tmp_path)
     res = bench(kafka.bootstrap, tmp_path, data, runs=1, codecs=["lz4"], chosen=["kcat"],
-                partitions=1, latency_records=100, latency_rate=500.0, client_tables=False)
+                partitions=1, trickle=Trickle(100, 500.0), client_tables=False)
     assert [(r.copier, r.records, r.uncompressed_bytes) for r in res.copies] == [("kcat", 1500, expected)]
     assert 0 < res.copies[0].disk_bytes
     assert res.copies[0].latency_p50 is None and res.copies[0].latency_p99 is None  # kcat drops timestamps
@@ -102,3 +102,17 @@ def test_the_franz_go_copier_builds_and_copies_every_record_as_it_is(kafka, topi
     c = compare_topics(kafka.bootstrap, src, dst)
     assert (c.source, c.destination, c.lost, c.duplicates, c.foreign, c.in_order) == (600, 600, 0, 0, 0, True), \
         c.summary()
+
+
+def test_the_compiled_trickle_times_every_record_it_marks_and_transcoder_s_status_is_read_beside(kafka, tmp_path):
+    # The latency driver for rates the Python trickle cannot send (bench/franz_go/trickle): each timed record is
+    # read back from transcoder's destination, and transcoder's /status for that destination is read after it.
+    require_tool("go", GO_INSTALL)
+    data, _ = _ndjson(tmp_path)
+    res = bench(kafka.bootstrap, tmp_path, data, runs=1, codecs=["lz4"], chosen=["transcoder"], partitions=2,
+                trickle=Trickle(300, 1000.0, driver="franz-go"), client_tables=False)
+    live = res.copies[0].live
+    assert live is not None and live.driver == "franz-go", live
+    assert live.records == 300 and live.sent >= 300 + 3 * 1000, live  # 3 s untimed first, then the timed ones
+    assert 0 < live.p50 <= live.p99 < 60 and live.produce_p99 is not None and 0 <= live.produce_p99 <= live.p99, live
+    assert live.status_p50 is not None and 0 < live.status_p50 <= live.status_p99 < 60, live

@@ -3,16 +3,20 @@ the warmed span, tables."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bench.copiers import Batching, mm2_properties, mm2_state_topics
 from bench.figures import (
     ClientRun,
     CopyRun,
+    LiveLatency,
     Spread,
     client_table,
     cloudflare_table,
     copiers_table,
+    latency_table,
     summarise,
     too_short,
     verdict_lines,
@@ -27,8 +31,9 @@ def run(copier: str, codec: str, *, seconds: float, cpu: float, disk: int, recor
     if warm is None:
         warm = Span(start=seconds * 0.4, records=records * 0.6, seconds=seconds * 0.6, cpu_seconds=cpu * 0.6)
     return CopyRun(copier=copier, codec=codec, records=records, uncompressed_bytes=250_000_000, seconds=seconds,
-                   cpu_seconds=cpu, startup_seconds=1.0, disk_bytes=disk, latency_p50=0.2, latency_p99=p99,
-                   warm=warm, warm_note=note)
+                   cpu_seconds=cpu, startup_seconds=1.0, disk_bytes=disk, warm=warm, warm_note=note,
+                   live=None if p99 is None else LiveLatency(rate=2000, reached=1990, records=5000, sent=5600,
+                                                             p50=0.2, p99=p99))
 
 
 RUNS = [
@@ -189,3 +194,14 @@ def test_spark_targets_are_judged_per_core_and_local2_against_local1_and_only_wh
     assert (scale.ratio, scale.met) == (pytest.approx(2.0), True)
     without = {x.target.name for x in verdicts(summarise(runs[:2]), ["zstd"])}
     assert not any(name.startswith("Spark") for name in without)  # no Spark copies: no Spark lines
+
+
+def test_the_latency_table_has_a_row_per_copy_with_a_trickle():
+    live = LiveLatency(rate=350_000, reached=349_100, records=3_500_000, sent=4_600_000, p50=0.0421, p99=0.1187,
+                       driver="franz-go", produce_p99=0.0123, status_p50=0.05, status_p99=0.125)
+    copies = [RUNS[0], RUNS[-1], replace(RUNS[1], live=live)]  # kcat: no trickle
+    rows = latency_table(copies).splitlines()[2:]
+    assert rows == [
+        "| zstd | transcoder | 1 | python | 2,000 | 1,990 | 5,000 | 200 | 500 | n/a | n/a | n/a |",
+        "| zstd | transcoder | 2 | franz-go | 350,000 | 349,100 | 3,500,000 | 42 | 119 | 12 | 50 | 125 |",
+    ]

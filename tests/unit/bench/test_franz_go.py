@@ -1,5 +1,5 @@
 """bench.copiers' franz-go copier without a broker or a Go toolchain: the command line its starter builds, that
-bench/franz_go/main.go defines every flag it passes, and the error when `go` is missing."""
+bench/franz_go/main.go defines every flag it passes (trickle/main.go too), and the error when `go` is missing."""
 
 from __future__ import annotations
 
@@ -34,6 +34,16 @@ def test_every_flag_the_starter_passes_is_defined_by_the_go_program() -> None:
     cmd = franz_go_command(BINARY, "b:9092", "src", "dst", "lz4", 10, Batching(), level=3)
     passed = {a.removeprefix("--") for a in cmd if a.startswith("--")}
     assert passed <= defined, passed - defined
+
+
+def test_every_flag_the_latency_trickle_is_given_is_defined_by_its_go_program() -> None:
+    source = (copiers.FRANZ_GO_MODULE / "trickle" / "main.go").read_text()
+    defined = set(re.findall(r'flag\.\w+\("([a-z-]+)"', source))
+    cmd = copiers.trickle_command(BINARY, "b:9092", "src", "dst", Path("/tmp/r"), rate=350_000.4, timed=1000,
+                                  timeout=120.0)
+    passed = {a.removeprefix("--") for a in cmd if a.startswith("--")}
+    assert passed == defined, passed ^ defined
+    assert cmd[cmd.index("--rate") + 1] == "350000" and cmd[cmd.index("--timed-records") + 1] == "1000"
 
 
 def test_the_build_says_go_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
