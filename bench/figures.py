@@ -57,6 +57,9 @@ class CopyRun:
     warm: Span | None = None  # the warmed span (bench.spans); the whole span again when the copy was too short
     warm_note: str | None = None  # why the warmed span is the whole span (the copy was too short), else None
     requests: Mapping[str, ApiLoad] | None = None  # the copier's broker requests by API (a request-logging broker)
+    #: the copier's busiest thread from its first record in the destination to its last: CPU s per s (1.0: a core
+    #: all the time); a copier bound by one thread shows ~1.0 while its whole CPU may be more
+    busiest_thread: float | None = None
 
     @property
     def latency_p50(self) -> float | None:
@@ -93,6 +96,7 @@ FIGURES: dict[str, tuple[Callable[[CopyRun], float | None], str, bool]] = {
     "latency_p50": (lambda r: r.latency_p50, "s", False),
     "latency_p99": (lambda r: r.latency_p99, "s", False),
     "startup": (lambda r: r.startup_seconds, "s", False),
+    "busiest_thread": (lambda r: r.busiest_thread, "cores", False),
     # over the warmed span: the records after the warm boundary (bench.spans)
     "warm_records_per_s": (lambda r: r.warm.records_per_s if r.warm else None, "records/s", True),
     "warm_cpu_per_1m": (lambda r: r.warm.cpu_per_1m if r.warm else None, "CPU s / 1M", False),
@@ -256,7 +260,8 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
     """
     head = ("| codec | copier | records/s | records/s warmed | uncompressed MB/s | CPU s per 1M records | "
             "CPU s per 1M warmed | broker CPU s per 1M records | broker CPU s per 1M warmed | on disk (MB) | "
-            "ratio to uncompressed | p50 latency (ms) | p99 latency (ms) | start-up (s) | warmed span |")
+            "ratio to uncompressed | p50 latency (ms) | p99 latency (ms) | start-up (s) | busiest thread (cores) | "
+            "warmed span |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for c in codecs:
         base = summary.get((BASELINE, c))
@@ -276,7 +281,8 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
                          f"{cell('broker_cpu_per_1m')} | {cell('warm_broker_cpu_per_1m')} | "
                          f"{cell('disk_bytes', 1e-6, 1)} | {cell('ratio')} | "
                          f"{cell('latency_p50', 1e3, 0)} | {cell('latency_p99', 1e3, 0)} | "
-                         f"{cell('startup', digits=1)} | {_warm_cell(s, (short or {}).get((copier, c)))} |")
+                         f"{cell('startup', digits=1)} | {cell('busiest_thread')} | "
+                         f"{_warm_cell(s, (short or {}).get((copier, c)))} |")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench import spans
-from bench.copiers import Running, process_cpu, trickle_command
+from bench.copiers import Running, process_cpu, thread_cpu, trickle_command
 from bench.figures import ClientRun, CopyRun, LiveLatency
 from bench.spans import WARM, Sample, WarmRule
 from transcoder.kafka.admin import delete_topics as admin_delete_topics
@@ -58,7 +58,11 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
             seen[pid] = max(seen.get(pid, 0.0), process_cpu(pid))
         return sum(seen.values())
 
+    def threads() -> dict[tuple[int, int], float]:
+        return {(pid, tid): c for pid in running.pids for tid, c in thread_cpu(pid).items()}
+
     samples: list[Sample] = []
+    first_threads: tuple[float, dict[tuple[int, int], float]] | None = None  # at the first record
     while True:
         # the count is read by two admin requests (ms to tens of ms): the sample is their midpoint,
         # with the CPU read on both sides of them averaged
@@ -70,6 +74,8 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
         why = running.failed()
         if why:
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
+        if n > 0 and first_threads is None:
+            first_threads = (time.monotonic(), threads())
         if n > 0 or samples:  # from the first sample that sees a record in the destination on
             broker = None if broker0 is None or broker1 is None else (broker0 + broker1) / 2
             samples.append(Sample((t0 + t1) / 2, n, (cpu0 + cpu1) / 2, broker))
@@ -79,6 +85,11 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
             raise RuntimeError(f"{copier} ({codec}): {n:,} of {records:,} records in {running.destination} "
                                f"after {timeout:.0f} s")
         time.sleep(poll_s)
+    busiest = None
+    if first_threads is not None:
+        t_first, before = first_threads
+        after, t_last = threads(), time.monotonic()
+        busiest = max((c - before.get(k, 0.0) for k, c in after.items()), default=0.0) / max(t_last - t_first, poll_s)
     whole = spans.whole_span(samples, records)
     warm, note = spans.warmed_span(samples, records, rule)
     first_t = next(s.t for s in samples if s.records > 0)
@@ -86,7 +97,7 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
     return CopyRun(copier=copier, codec=codec, records=records, uncompressed_bytes=uncompressed_bytes,
                    seconds=max(whole.seconds, poll_s), cpu_seconds=whole.cpu_seconds,
                    startup_seconds=first_t - launched, disk_bytes=disk, broker_cpu_seconds=whole.broker_cpu_seconds,
-                   warm=warm, warm_note=note)
+                   warm=warm, warm_note=note, busiest_thread=busiest)
 
 
 #: the header of the live trickle's timed records

@@ -1,11 +1,17 @@
-"""The bench's live trickle: its rate as asked on the command line, fixed or a share of the copy's own rate."""
+"""The bench's live trickle: its rate as asked on the command line, fixed or a share of the copy's own rate; and
+the per-thread CPU a copy's busiest thread is read from."""
 
 from __future__ import annotations
+
+import os
+import threading
+import time
 
 import click
 import pytest
 
 from bench.__main__ import _rate
+from bench.copiers import thread_cpu
 from bench.figures import CopyRun
 from bench.run import Trickle
 from bench.spans import Span
@@ -32,3 +38,19 @@ def test_latency_rate_takes_records_per_second_or_a_share(given, parsed):
 def test_a_bad_latency_rate_is_refused_in_one_line(given):
     with pytest.raises(click.BadParameter, match="records/s above 0, or a share"):
         _rate(given)
+
+
+def test_thread_cpu_names_each_thread_of_a_process_with_its_own_cpu():
+    got: dict[str, float] = {}
+
+    def spin() -> None:
+        while time.thread_time() < 0.3:
+            pass
+        got["tid"] = threading.get_native_id()
+        got["cpu"] = thread_cpu(os.getpid())[threading.get_native_id()]
+
+    t = threading.Thread(target=spin)
+    t.start()
+    t.join()
+    assert 0.29 <= got["cpu"] <= 0.5, got  # its own CPU, not the process's
+    assert got["tid"] not in thread_cpu(os.getpid())  # it has ended
