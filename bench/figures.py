@@ -60,6 +60,7 @@ class CopyRun:
     #: the copier's busiest thread from its first record in the destination to its last: CPU s per s (1.0: a core
     #: all the time); a copier bound by one thread shows ~1.0 while its whole CPU may be more
     busiest_thread: float | None = None
+    broker_busiest_thread: float | None = None  # the same of the local broker's threads (None with -b)
 
     @property
     def latency_p50(self) -> float | None:
@@ -97,6 +98,7 @@ FIGURES: dict[str, tuple[Callable[[CopyRun], float | None], str, bool]] = {
     "latency_p99": (lambda r: r.latency_p99, "s", False),
     "startup": (lambda r: r.startup_seconds, "s", False),
     "busiest_thread": (lambda r: r.busiest_thread, "cores", False),
+    "broker_busiest_thread": (lambda r: r.broker_busiest_thread, "cores", False),
     # over the warmed span: the records after the warm boundary (bench.spans)
     "warm_records_per_s": (lambda r: r.warm.records_per_s if r.warm else None, "records/s", True),
     "warm_cpu_per_1m": (lambda r: r.warm.cpu_per_1m if r.warm else None, "CPU s / 1M", False),
@@ -261,7 +263,7 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
     head = ("| codec | copier | records/s | records/s warmed | uncompressed MB/s | CPU s per 1M records | "
             "CPU s per 1M warmed | broker CPU s per 1M records | broker CPU s per 1M warmed | on disk (MB) | "
             "ratio to uncompressed | p50 latency (ms) | p99 latency (ms) | start-up (s) | busiest thread (cores) | "
-            "warmed span |")
+            "broker's busiest thread (cores) | warmed span |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for c in codecs:
         base = summary.get((BASELINE, c))
@@ -281,7 +283,7 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
                          f"{cell('broker_cpu_per_1m')} | {cell('warm_broker_cpu_per_1m')} | "
                          f"{cell('disk_bytes', 1e-6, 1)} | {cell('ratio')} | "
                          f"{cell('latency_p50', 1e3, 0)} | {cell('latency_p99', 1e3, 0)} | "
-                         f"{cell('startup', digits=1)} | {cell('busiest_thread')} | "
+                         f"{cell('startup', digits=1)} | {cell('busiest_thread')} | {cell('broker_busiest_thread')} | "
                          f"{_warm_cell(s, (short or {}).get((copier, c)))} |")
     return "\n".join(lines)
 

@@ -58,11 +58,13 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
             seen[pid] = max(seen.get(pid, 0.0), process_cpu(pid))
         return sum(seen.values())
 
-    def threads() -> dict[tuple[int, int], float]:
-        return {(pid, tid): c for pid in running.pids for tid, c in thread_cpu(pid).items()}
+    def threads(pids: list[int]) -> dict[tuple[int, int], float]:
+        return {(pid, tid): c for pid in pids for tid, c in thread_cpu(pid).items()}
 
+    broker_pids = [broker_pid] if broker_pid else []
     samples: list[Sample] = []
-    first_threads: tuple[float, dict[tuple[int, int], float]] | None = None  # at the first record
+    # the copier's and the broker's threads' CPU at the first record
+    first_threads: tuple[float, dict[tuple[int, int], float], dict[tuple[int, int], float]] | None = None
     while True:
         # the count is read by two admin requests (ms to tens of ms): the sample is their midpoint,
         # with the CPU read on both sides of them averaged
@@ -75,7 +77,7 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
         if why:
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
         if n > 0 and first_threads is None:
-            first_threads = (time.monotonic(), threads())
+            first_threads = (time.monotonic(), threads(running.pids), threads(broker_pids))
         if n > 0 or samples:  # from the first sample that sees a record in the destination on
             broker = None if broker0 is None or broker1 is None else (broker0 + broker1) / 2
             samples.append(Sample((t0 + t1) / 2, n, (cpu0 + cpu1) / 2, broker))
@@ -85,11 +87,14 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
             raise RuntimeError(f"{copier} ({codec}): {n:,} of {records:,} records in {running.destination} "
                                f"after {timeout:.0f} s")
         time.sleep(poll_s)
-    busiest = None
+    busiest = broker_busiest = None
     if first_threads is not None:
-        t_first, before = first_threads
-        after, t_last = threads(), time.monotonic()
-        busiest = max((c - before.get(k, 0.0) for k, c in after.items()), default=0.0) / max(t_last - t_first, poll_s)
+        t_first, before, broker_before = first_threads
+        after, broker_after, t_last = threads(running.pids), threads(broker_pids), time.monotonic()
+        span = max(t_last - t_first, poll_s)
+        busiest = max((c - before.get(k, 0.0) for k, c in after.items()), default=0.0) / span
+        if broker_pids:
+            broker_busiest = max((c - broker_before.get(k, 0.0) for k, c in broker_after.items()), default=0.0) / span
     whole = spans.whole_span(samples, records)
     warm, note = spans.warmed_span(samples, records, rule)
     first_t = next(s.t for s in samples if s.records > 0)
@@ -97,7 +102,8 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
     return CopyRun(copier=copier, codec=codec, records=records, uncompressed_bytes=uncompressed_bytes,
                    seconds=max(whole.seconds, poll_s), cpu_seconds=whole.cpu_seconds,
                    startup_seconds=first_t - launched, disk_bytes=disk, broker_cpu_seconds=whole.broker_cpu_seconds,
-                   warm=warm, warm_note=note, busiest_thread=busiest)
+                   warm=warm, warm_note=note, busiest_thread=busiest,
+                   broker_busiest_thread=broker_busiest)
 
 
 #: the header of the live trickle's timed records

@@ -227,6 +227,7 @@ def progress(r: figures.CopyRun, run: int) -> str:
             f"{r.cpu_seconds / r.records * 1e6:7.2f} CPU s/1M{broker}{warmed}  "
             f"ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
             f"{'' if r.busiest_thread is None else f'  busiest thread {r.busiest_thread:4.2f}'}"
+            f"{'' if r.broker_busiest_thread is None else f' (broker {r.broker_busiest_thread:4.2f})'}"
             f"  {_live_line(r.live)}")
 
 

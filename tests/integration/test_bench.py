@@ -36,6 +36,7 @@ def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
         assert r.seconds > 0 and r.cpu_seconds >= 0 and r.startup_seconds > 0, r
         if broker is not None:
             assert r.broker_cpu_seconds is not None and r.broker_cpu_seconds >= 0, r
+            assert r.broker_busiest_thread is not None and r.broker_busiest_thread >= 0, r
         assert 0 < r.disk_bytes < r.uncompressed_bytes / 2, r  # zstd on nginx logs: stored compressed
         assert 0 < r.latency_p50 <= r.latency_p99 < 60, r
         assert r.busiest_thread is not None and r.busiest_thread >= 0, r
