@@ -288,7 +288,8 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "",
         f"Batching: transcoder, `mm2` and kcat use batch.size {b.max_bytes:,} B and linger.ms {b.linger_ms} "
         "(transcoder's defaults); `mm2-default` keeps the Java producer's (16,384 B, linger.ms 5). Every codec at "
-        "its client's default level, the same in librdkafka and Java (gzip 6, lz4 fast, zstd 3). Note: librdkafka's "
+        "its client's default level, the same in librdkafka and Java (gzip 6, lz4 fast, zstd 3; franz-go's gzip "
+        "default is klauspost/compress's level 5), or at the level given (`gzip:5`). Note: librdkafka's "
         "batch.size counts uncompressed bytes, the Java producer's counts estimated compressed bytes, so at the "
         "same batch.size a Java batch of compressible data holds more records.",
         "",
