@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -58,13 +59,9 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
             seen[pid] = max(seen.get(pid, 0.0), process_cpu(pid))
         return sum(seen.values())
 
-    def threads(pids: list[int]) -> dict[tuple[int, int], float]:
-        return {(pid, tid): c for pid in pids for tid, c in thread_cpu(pid).items()}
-
-    broker_pids = [broker_pid] if broker_pid else []
     samples: list[Sample] = []
-    # the copier's and the broker's threads' CPU at the first record
-    first_threads: tuple[float, dict[tuple[int, int], float], dict[tuple[int, int], float]] | None = None
+    busiest = _BusiestThread(lambda: running.pids)
+    broker_busiest = _BusiestThread(lambda: [broker_pid] if broker_pid else [])
     while True:
         # the count is read by two admin requests (ms to tens of ms): the sample is their midpoint,
         # with the CPU read on both sides of them averaged
@@ -76,8 +73,9 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
         why = running.failed()
         if why:
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
-        if n > 0 and first_threads is None:
-            first_threads = (time.monotonic(), threads(running.pids), threads(broker_pids))
+        if n > 0:  # from the first record in the destination on
+            busiest.read(t1)
+            broker_busiest.read(t1)
         if n > 0 or samples:  # from the first sample that sees a record in the destination on
             broker = None if broker0 is None or broker1 is None else (broker0 + broker1) / 2
             samples.append(Sample((t0 + t1) / 2, n, (cpu0 + cpu1) / 2, broker))
@@ -87,14 +85,6 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
             raise RuntimeError(f"{copier} ({codec}): {n:,} of {records:,} records in {running.destination} "
                                f"after {timeout:.0f} s")
         time.sleep(poll_s)
-    busiest = broker_busiest = None
-    if first_threads is not None:
-        t_first, before, broker_before = first_threads
-        after, broker_after, t_last = threads(running.pids), threads(broker_pids), time.monotonic()
-        span = max(t_last - t_first, poll_s)
-        busiest = max((c - before.get(k, 0.0) for k, c in after.items()), default=0.0) / span
-        if broker_pids:
-            broker_busiest = max((c - broker_before.get(k, 0.0) for k, c in broker_after.items()), default=0.0) / span
     whole = spans.whole_span(samples, records)
     warm, note = spans.warmed_span(samples, records, rule)
     first_t = next(s.t for s in samples if s.records > 0)
@@ -102,8 +92,40 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
     return CopyRun(copier=copier, codec=codec, records=records, uncompressed_bytes=uncompressed_bytes,
                    seconds=max(whole.seconds, poll_s), cpu_seconds=whole.cpu_seconds,
                    startup_seconds=first_t - launched, disk_bytes=disk, broker_cpu_seconds=whole.broker_cpu_seconds,
-                   warm=warm, warm_note=note, busiest_thread=busiest,
-                   broker_busiest_thread=broker_busiest)
+                   warm=warm, warm_note=note, busiest_thread=busiest.cores(t1),
+                   broker_busiest_thread=broker_busiest.cores(t1) if broker_pid else None)
+
+
+class _BusiestThread:
+    """The busiest thread of some processes from the first `read` on, in cores (CPU s per s): each thread's CPU is
+    read at most every `every` s (a process may have a hundred threads) and once more at the end; a thread or a
+    process that exits keeps its last reading (what it used after that, < `every` s, is not counted)."""
+
+    def __init__(self, pids: Callable[[], list[int]], every: float = 0.3) -> None:
+        self._pids, self._every = pids, every
+        self._first: dict[tuple[int, int], float] | None = None
+        self._last: dict[tuple[int, int], float] = {}
+        self._t0 = self._t = 0.0
+
+    def _now(self) -> dict[tuple[int, int], float]:
+        return {(pid, tid): c for pid in self._pids() for tid, c in thread_cpu(pid).items()}
+
+    def read(self, t: float, force: bool = False) -> None:
+        if self._first is None:
+            self._first, self._t0, self._t = self._now(), t, t
+            self._last = dict(self._first)
+        elif force or t - self._t >= self._every:
+            self._last.update(self._now())
+            self._t = t
+
+    def cores(self, t: float) -> float | None:
+        """Its CPU s per s from the first `read` to `t` (the copy's last sample), None if never read."""
+        if self._first is None:
+            return None
+        self.read(t, force=True)
+        first, span = self._first, t - self._t0
+        used = max((c - first.get(k, 0.0) for k, c in self._last.items()), default=0.0)
+        return used / span if span > 0 else None
 
 
 #: the header of the live trickle's timed records

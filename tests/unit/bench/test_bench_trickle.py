@@ -10,6 +10,7 @@ import time
 import click
 import pytest
 
+from bench import measure
 from bench.__main__ import _rate
 from bench.copiers import thread_cpu
 from bench.figures import CopyRun
@@ -54,3 +55,24 @@ def test_thread_cpu_names_each_thread_of_a_process_with_its_own_cpu():
     t.join()
     assert 0.29 <= got["cpu"] <= 0.5, got  # its own CPU, not the process's
     assert got["tid"] != threading.get_native_id() and threading.get_native_id() in thread_cpu(os.getpid())
+
+
+def test_the_busiest_thread_keeps_the_last_reading_of_a_process_that_exited(monkeypatch):
+    # pid 7's thread 70 uses 0.9 s of each second and the process exits after its reading at t=2; thread 71 of pid 8
+    # uses 0.3 s of each second to the end at t=4
+    readings = iter([{7: {70: 1.0}, 8: {71: 0.0}}, {7: {70: 1.9}, 8: {71: 0.3}}, {7: {70: 2.8}, 8: {71: 0.6}},
+                     {7: {}, 8: {71: 0.9}}, {7: {}, 8: {71: 1.2}}])
+    now: dict[int, dict[int, float]] = {}
+
+    def thread_cpu(pid: int) -> dict[int, float]:
+        return now[pid]
+
+    monkeypatch.setattr(measure, "thread_cpu", thread_cpu)
+    watch = measure._BusiestThread(lambda: [7, 8], every=0.5)
+    assert watch.cores(1.0) is None  # never read
+    for t in (0.0, 1.0, 2.0, 3.0):
+        now.update(next(readings))
+        watch.read(t)
+    watch.read(3.2)  # within `every` of the last reading: not read
+    now.update(next(readings))
+    assert watch.cores(4.0) == pytest.approx(1.8 / 4)  # thread 70: 2.8 - 1.0 over 4 s (thread 71: 1.2 / 4)
