@@ -208,7 +208,8 @@ def live_latency_compiled(binary: Path, bootstrap: str, source: str, destination
     got = json.loads(done.stdout)
     return LiveLatency(rate=got["rate"], reached=got["reached_rate"], records=got["timed"], sent=got["sent"],
                        p50=got["p50"],
-                       p99=got["p99"], driver="franz-go", produce_p99=got["produce_p99"])
+                       p99=got["p99"], driver="franz-go", produce_p99=got["produce_p99"], all_p50=got["all_p50"],
+                       all_p99=got["all_p99"])
 
 
 def status_latency(url: str, destination: str, records: int, timeout: float = 30.0) -> tuple[float, float]:

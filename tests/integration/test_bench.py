@@ -117,4 +117,5 @@ def test_the_compiled_trickle_times_every_record_it_marks_and_transcoder_s_statu
     assert live is not None and live.driver == "franz-go", live
     assert live.records == 300 and live.sent >= 300 + 3 * 1000, live  # 3 s untimed first, then the timed ones
     assert 0 < live.p50 <= live.p99 < 60 and live.produce_p99 is not None and 0 <= live.produce_p99 <= live.p99, live
+    assert live.all_p50 is not None and 0 < live.all_p50 <= live.all_p99 < 60, live  # every record read, untimed too
     assert live.status_p50 is not None and 0 < live.status_p50 <= live.status_p99 < 60, live

@@ -14,8 +14,9 @@
 // destination's end (looked up while the untimed records go).
 //
 // It prints one JSON object on stdout: the rate asked and reached, the timed records, p50/p99 of the source
-// timestamp -> read latency, and p50/p99 of the producer's own share (timestamp -> acknowledgement), which is
-// the driver's, not the copier's. Any produce or consume error, or a timed record not read within
+// timestamp -> read latency, the same over every record read (untimed ones too: what a copier's own figures
+// cover), and p50/p99 of the producer's own share (timestamp -> acknowledgement), which is the driver's, not
+// the copier's. Any produce or consume error, or a timed record not read within
 // --timeout-seconds, exits 1 with one line.
 package main
 
@@ -96,6 +97,10 @@ type result struct {
 	P99        float64 `json:"p99"`
 	ProduceP50 float64 `json:"produce_p50"`
 	ProduceP99 float64 `json:"produce_p99"`
+	// every record read (the untimed ones around the timed span too), as the copier's own latency figures count
+	AllRead int     `json:"all_read"`
+	AllP50  float64 `json:"all_p50"`
+	AllP99  float64 `json:"all_p99"`
 }
 
 func main() {
@@ -138,6 +143,7 @@ func main() {
 	timedSent.Store(-1)
 	var mu sync.Mutex
 	var latencies, produceLatencies []float64
+	var everyRecord []float64 // every record read, untimed ones too: what the copier's own figures cover
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -147,12 +153,14 @@ func main() {
 			fetches.EachError(func(t string, p int32, err error) { fatal("reading %s/%d: %v", t, p, err) })
 			now := time.Now()
 			fetches.EachRecord(func(r *kgo.Record) {
+				d := now.Sub(r.Timestamp).Seconds()
+				mu.Lock()
+				everyRecord = append(everyRecord, d)
 				if len(r.Headers) == 1 && r.Headers[0].Key == timedHeader {
-					mu.Lock()
-					latencies = append(latencies, now.Sub(r.Timestamp).Seconds())
-					mu.Unlock()
+					latencies = append(latencies, d)
 					n++
 				}
+				mu.Unlock()
 			})
 			if total := timedSent.Load(); total >= 0 && int64(n) >= total {
 				return
@@ -216,12 +224,16 @@ done:
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(latencies)
+	slices.Sort(everyRecord)
 	slices.Sort(produceLatencies)
 	out := result{
 		Rate: *rate, Timed: len(latencies), Sent: sent,
 		Reached:    float64(last-first-1) / max(lastSent.Sub(firstSent).Seconds(), 1e-9),
 		P50:        quantile(latencies, 0.5),
 		P99:        quantile(latencies, 0.99),
+		AllRead:    len(everyRecord),
+		AllP50:     quantile(everyRecord, 0.5),
+		AllP99:     quantile(everyRecord, 0.99),
 		ProduceP50: quantile(produceLatencies, 0.5),
 		ProduceP99: quantile(produceLatencies, 0.99),
 	}
