@@ -110,6 +110,14 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy() -> float:
+    """CPU seconds this machine's cores have been busy since boot, all processes and the kernel (/proc/stat: user,
+    nice, system, irq, softirq; not idle, iowait or steal)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def thread_cpu(pid: int) -> dict[int, float]:
     """utime + stime of each live thread of a process, in seconds, by thread id (empty once it is gone)."""
     out: dict[int, float] = {}

@@ -65,6 +65,9 @@ class CopyRun:
     #: all the time); a copier bound by one thread shows ~1.0 while its whole CPU may be more
     busiest_thread: float | None = None
     broker_busiest_thread: float | None = None  # the same of the local broker's threads (None with -b)
+    #: the machine's cores busy over the same span (all processes and the kernel): near the core count, the copy was
+    #: bound by the machine, whoever used it
+    machine_busy: float | None = None
 
     @property
     def latency_p50(self) -> float | None:
@@ -103,6 +106,7 @@ FIGURES: dict[str, tuple[Callable[[CopyRun], float | None], str, bool]] = {
     "startup": (lambda r: r.startup_seconds, "s", False),
     "busiest_thread": (lambda r: r.busiest_thread, "cores", False),
     "broker_busiest_thread": (lambda r: r.broker_busiest_thread, "cores", False),
+    "machine_busy": (lambda r: r.machine_busy, "cores", False),
     # over the warmed span: the records after the warm boundary (bench.spans)
     "warm_records_per_s": (lambda r: r.warm.records_per_s if r.warm else None, "records/s", True),
     "warm_cpu_per_1m": (lambda r: r.warm.cpu_per_1m if r.warm else None, "CPU s / 1M", False),
@@ -267,7 +271,7 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
     head = ("| codec | copier | records/s | records/s warmed | uncompressed MB/s | CPU s per 1M records | "
             "CPU s per 1M warmed | broker CPU s per 1M records | broker CPU s per 1M warmed | on disk (MB) | "
             "ratio to uncompressed | p50 latency (ms) | p99 latency (ms) | start-up (s) | busiest thread (cores) | "
-            "broker's busiest thread (cores) | warmed span |")
+            "broker's busiest thread (cores) | machine busy (cores) | warmed span |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for c in codecs:
         base = summary.get((BASELINE, c))
@@ -288,6 +292,7 @@ def copiers_table(summary: dict[tuple[str, str], dict[str, Spread | None]], code
                          f"{cell('disk_bytes', 1e-6, 1)} | {cell('ratio')} | "
                          f"{cell('latency_p50', 1e3, 0)} | {cell('latency_p99', 1e3, 0)} | "
                          f"{cell('startup', digits=1)} | {cell('busiest_thread')} | {cell('broker_busiest_thread')} | "
+                         f"{cell('machine_busy')} | "
                          f"{_warm_cell(s, (short or {}).get((copier, c)))} |")
     return "\n".join(lines)
 

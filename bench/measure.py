@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench import spans
-from bench.copiers import Running, process_cpu, thread_cpu, trickle_command
+from bench.copiers import Running, machine_busy, process_cpu, thread_cpu, trickle_command
 from bench.figures import ClientRun, CopyRun, LiveLatency
 from bench.spans import WARM, Sample, WarmRule
 from transcoder.kafka.admin import delete_topics as admin_delete_topics
@@ -60,6 +60,7 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
         return sum(seen.values())
 
     samples: list[Sample] = []
+    machine: tuple[float, float] | None = None  # (time, machine_busy()) at the first record
     busiest = _BusiestThread(lambda: running.pids)
     broker_busiest = _BusiestThread(lambda: [broker_pid] if broker_pid else [])
     while True:
@@ -74,6 +75,8 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
         if why:
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
         if n > 0:  # from the first record in the destination on
+            if machine is None:
+                machine = (t1, machine_busy())
             busiest.read(t1)
             broker_busiest.read(t1)
         if n > 0 or samples:  # from the first sample that sees a record in the destination on
@@ -93,7 +96,9 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
                    seconds=max(whole.seconds, poll_s), cpu_seconds=whole.cpu_seconds,
                    startup_seconds=first_t - launched, disk_bytes=disk, broker_cpu_seconds=whole.broker_cpu_seconds,
                    warm=warm, warm_note=note, busiest_thread=busiest.cores(t1),
-                   broker_busiest_thread=broker_busiest.cores(t1) if broker_pid else None)
+                   broker_busiest_thread=broker_busiest.cores(t1) if broker_pid else None,
+                   machine_busy=(machine_busy() - machine[1]) / (t1 - machine[0])
+                   if machine is not None and t1 > machine[0] else None)
 
 
 class _BusiestThread:

@@ -228,6 +228,7 @@ def progress(r: figures.CopyRun, run: int) -> str:
             f"ratio {r.uncompressed_bytes / r.disk_bytes:5.2f}"
             f"{'' if r.busiest_thread is None else f'  busiest thread {r.busiest_thread:4.2f}'}"
             f"{'' if r.broker_busiest_thread is None else f' (broker {r.broker_busiest_thread:4.2f})'}"
+            f"{'' if r.machine_busy is None else f'  machine busy {r.machine_busy:4.2f} of {os.cpu_count()}'}"
             f"  {_live_line(r.live)}")
 
 

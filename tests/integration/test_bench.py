@@ -40,6 +40,7 @@ def test_bench_measures_every_copier_on_the_same_data(kafka, admin, tmp_path):
         assert 0 < r.disk_bytes < r.uncompressed_bytes / 2, r  # zstd on nginx logs: stored compressed
         assert 0 < r.latency_p50 <= r.latency_p99 < 60, r
         assert r.busiest_thread is not None and r.busiest_thread >= 0, r
+        assert r.machine_busy is not None and r.machine_busy > 0, r
     assert [(c.codec, c.records) for c in res.produced] == [("zstd", 3000)]
     assert [(c.codec, c.records) for c in res.consumed] == [("zstd", 3000)]
     assert res.produced[0].uncompressed_bytes == res.consumed[0].uncompressed_bytes

@@ -12,7 +12,7 @@ import pytest
 
 from bench import measure
 from bench.__main__ import _rate
-from bench.copiers import thread_cpu
+from bench.copiers import machine_busy, thread_cpu
 from bench.figures import CopyRun
 from bench.run import Trickle
 from bench.spans import Span
@@ -76,3 +76,10 @@ def test_the_busiest_thread_keeps_the_last_reading_of_a_process_that_exited(monk
     watch.read(3.2)  # within `every` of the last reading: not read
     now.update(next(readings))
     assert watch.cores(4.0) == pytest.approx(1.8 / 4)  # thread 70: 2.8 - 1.0 over 4 s (thread 71: 1.2 / 4)
+
+
+def test_the_machine_s_busy_seconds_count_this_process_s_work():
+    before, cpu0 = machine_busy(), time.process_time()
+    while time.process_time() - cpu0 < 0.3:
+        pass
+    assert machine_busy() - before >= 0.25  # the spin, give or take a clock tick (other processes add to it)
