@@ -32,6 +32,7 @@ from bench.spans import WARM, WarmRule
 from transcoder import logs
 from transcoder.codecs import CODECS
 from transcoder.dev.local_kafka import LocalKafka
+from transcoder.errors import TranscoderError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,6 +88,10 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
                                f"{', '.join(sorted(set(chosen) - set(copiers.LEVELLED_COPIERS)))}")
     data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count,
                    key_field=key_field)
+    try:  # the input's own errors (no such file, --key-field without NDJSON, a first line not JSON) before Kafka
+        next(iter(data.records()), None)
+    except TranscoderError as exc:
+        raise click.ClickException(str(exc)) from exc
     rule = WarmRule(fraction=warm_fraction, seconds=warm_seconds)
     trickle = Trickle(records=latency_records, rate=latency_rate[0], share=latency_rate[1], driver=latency_driver)
     work = Path(tempfile.mkdtemp(prefix="transcoder-bench-"))
@@ -105,6 +110,8 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
         res = bench(bootstrap, work, data, runs=runs, codecs=codec_list, chosen=chosen, partitions=partitions,
                     trickle=trickle, client_tables=client_tables,
                     broker_pid=broker_pid, rule=rule, request_log=log_file)
+    except TranscoderError as exc:  # a bad line further in the input, a record too large: one line
+        raise click.ClickException(str(exc)) from exc
     finally:
         if local is not None:
             local.down()

@@ -206,3 +206,16 @@ def test_the_latency_table_has_a_row_per_copy_with_a_trickle():
         "| zstd | transcoder | 1 | python | 2,000 | 1,990 | 5,000 | 200 | 500 | n/a | n/a | n/a | n/a | n/a |",
         "| zstd | transcoder | 2 | franz-go | 350,000 | 349,100 | 3,500,000 | 42 | 119 | 12 | 43 | 200 | 50 | 125 |",
     ]
+
+
+def test_bench_refuses_bad_input_in_one_line_before_starting_kafka(tmp_path):
+    from click.testing import CliRunner
+
+    from bench.__main__ import main
+
+    bad = tmp_path / "events.ndjson"
+    bad.write_text("not json\n")
+    result = CliRunner().invoke(main, ["--from-file", str(bad), "--key-field", "user", "--copiers", "transcoder"])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines() == [f"Error: {bad}:1: not a JSON object (Expecting value: line 1 "
+                                                  "column 1 (char 0))"], result.output
