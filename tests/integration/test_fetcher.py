@@ -31,7 +31,7 @@ def test_every_committed_record_of_every_partition(kafka, topic_factory):
     produce_transactions(kafka.bootstrap, topic, transactions=8, per=900, partitions=3,
                          aborted=lambda t: t % 3 == 2, headers=True)
     want = read_all(kafka.bootstrap, topic)
-    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", partition_max_bytes=8192, max_wait_ms=100)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap, "max.partition.fetch.bytes": 8192}, "t-fetch", max_wait_ms=100)
     try:
         f.assign({(topic, p): None for p in range(3)})
         got = drain(f)
@@ -138,7 +138,7 @@ def test_the_next_round_is_read_ahead_and_a_seek_drops_what_was_read_ahead(kafka
         p.produce(topic, value=v, partition=0)
     p.flush(30)
     tp = (topic, 0)
-    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", partition_max_bytes=8192, max_wait_ms=100)
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap, "max.partition.fetch.bytes": 8192}, "t-fetch", max_wait_ms=100)
     sent: list[dict] = []
     start = f._info.fetch_start
 
@@ -170,7 +170,7 @@ def test_the_next_round_is_read_ahead_and_a_seek_drops_what_was_read_ahead(kafka
         assert [r[3] for r in rest] == values[3 + len(again.records):]
     finally:
         f.close()
-    f = Fetcher({"bootstrap.servers": kafka.bootstrap}, "t-fetch", partition_max_bytes=8192, max_wait_ms=100,
+    f = Fetcher({"bootstrap.servers": kafka.bootstrap, "max.partition.fetch.bytes": 8192}, "t-fetch", max_wait_ms=100,
                 read_ahead=False)
     try:
         f.assign({tp: 0})

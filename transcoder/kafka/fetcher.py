@@ -98,12 +98,26 @@ class Fetched:
     end: int
 
 
+def _size(librdkafka: Mapping[str, Any], name: str, default: int) -> int:
+    """A Fetch size property of the cluster's config (a whole number of bytes, at least 1), or its default."""
+    value = librdkafka.get(name, default)
+    try:
+        size = int(value)
+        if size == float(value) and size >= 1 and not isinstance(value, bool):
+            return size
+    except (TypeError, ValueError):
+        pass
+    raise TranscoderError(f"cluster config {name}: {value!r} is not a whole number of bytes of at least 1")
+
+
 class Fetcher:
-    def __init__(self, librdkafka: Mapping[str, Any], client_id: str, *, max_bytes: int = 52_428_800,
-                 partition_max_bytes: int = 1_048_576, max_wait_ms: int = 500, min_bytes: int = 1,
+    def __init__(self, librdkafka: Mapping[str, Any], client_id: str, *, max_wait_ms: int = 500,
                  reset: str = "earliest", request_timeout_ms: int = REQUEST_TIMEOUT_MS,
                  read_ahead: bool = True, past_loss: bool = False) -> None:
-        """`past_loss`: where records the lane needs are gone (SourceLoss), fetch on from the partition's first
+        """`librdkafka`: the cluster's client properties; a Fetch's sizes are its `fetch.max.bytes`,
+        `max.partition.fetch.bytes` and `fetch.min.bytes` where the config sets them (librdkafka's and Java's
+        defaults, 50 MiB, 1 MiB and 1, where it does not), as the records path's librdkafka consumer takes them.
+        `past_loss`: where records the lane needs are gone (SourceLoss), fetch on from the partition's first
         record (on_source_loss: continue); else its position stays at the gap (the lane stops). Either way the
         loss is in `losses` for the caller."""
         self.client_id = client_id
@@ -111,8 +125,10 @@ class Fetcher:
         self.read_ahead = read_ahead
         self._ahead: _Ahead | None = None
         self._info = RawClient({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
-        self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
-        self.max_wait_ms, self.min_bytes = max_wait_ms, min_bytes
+        self.max_bytes = _size(librdkafka, "fetch.max.bytes", 52_428_800)
+        self.partition_max_bytes = _size(librdkafka, "max.partition.fetch.bytes", 1_048_576)
+        self.min_bytes = _size(librdkafka, "fetch.min.bytes", 1)
+        self.max_wait_ms = max_wait_ms
         if reset not in ("earliest", "latest"):
             raise TranscoderError(f"auto.offset.reset must be earliest or latest, not {reset!r}")
         self.reset = reset
