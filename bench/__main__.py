@@ -50,6 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
                    "`transcoder run --engine spark` on local[N] (-records: with `hot_path: records`); "
                    "spark-clusterN: on a standalone cluster of N 1-core workers; native-floor: bench/native_floor "
                    "(Rust, librdkafka; needs cargo); franz-go: bench/franz_go (Go, franz-go; needs go).")
+@click.option("--fetch-partition-bytes", type=click.IntRange(1), default=None,
+              help="max.partition.fetch.bytes of transcoder (its cluster config) and franz-go "
+                   "(FetchMaxPartitionBytes); unset: 1 MiB, every client's default. The other copiers are refused.")
 @click.option("--partitions", type=int, default=1, show_default=True,
               help="Source partitions (MirrorMaker 2 runs one task, transcoder one lane).")
 @click.option("--latency-records", type=int, default=5000, show_default=True)
@@ -72,9 +75,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--out", type=click.Path(path_type=Path),
               help="Results file (default bench/results/<date>-<dataset>.md).")
 def main(kind: str, from_file: Path | None, key_field: str | None, count: int, runs: int, codecs: str,
-         copier_names: str, partitions: int, latency_records: int, latency_rate: tuple[float, float | None],
-         latency_driver: str, warm_fraction: float, warm_seconds: float, client_tables: bool, request_log: bool,
-         bootstrap_servers: str | None, out: Path | None) -> None:
+         copier_names: str, fetch_partition_bytes: int | None, partitions: int, latency_records: int,
+         latency_rate: tuple[float, float | None], latency_driver: str, warm_fraction: float, warm_seconds: float,
+         client_tables: bool, request_log: bool, bootstrap_servers: str | None, out: Path | None) -> None:
     logs.configure("warning")
     codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
     chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
@@ -86,6 +89,9 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
         raise click.UsageError(f"a codec level ({', '.join(levelled)}) is taken by "
                                f"{', '.join(copiers.LEVELLED_COPIERS)} only, not by "
                                f"{', '.join(sorted(set(chosen) - set(copiers.LEVELLED_COPIERS)))}")
+    if fetch_partition_bytes is not None and not set(chosen) <= set(copiers.LEVELLED_COPIERS):
+        raise click.UsageError(f"--fetch-partition-bytes is taken by {', '.join(copiers.LEVELLED_COPIERS)} only, "
+                               f"not by {', '.join(sorted(set(chosen) - set(copiers.LEVELLED_COPIERS)))}")
     data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count,
                    key_field=key_field)
     try:  # the input's own errors (no such file, --key-field without NDJSON, a first line not JSON) before Kafka
@@ -109,7 +115,8 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
     try:
         res = bench(bootstrap, work, data, runs=runs, codecs=codec_list, chosen=chosen, partitions=partitions,
                     trickle=trickle, client_tables=client_tables,
-                    broker_pid=broker_pid, rule=rule, request_log=log_file)
+                    broker_pid=broker_pid, rule=rule, request_log=log_file,
+                    fetch_partition_bytes=fetch_partition_bytes)
     except TranscoderError as exc:  # a bad line further in the input, a record too large: one line
         raise click.ClickException(str(exc)) from exc
     finally:

@@ -136,7 +136,8 @@ def thread_cpu(pid: int) -> dict[int, float]:
     return out
 
 
-#: copiers that take a codec's level (`--codecs gzip:5`); the others copy at their clients' default level
+#: copiers that take a codec's level (`--codecs gzip:5`) and --fetch-partition-bytes; the others copy at their
+#: clients' default level and fetch size
 LEVELLED_COPIERS = ("transcoder", "transcoder-records", "franz-go")
 
 
@@ -150,17 +151,19 @@ def codec_level(spec: str) -> tuple[str, int | None]:
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
                      workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None,
                      hot_path: str | None = None, spark_cluster: StandaloneCluster | None = None,
-                     spark_read: str | None = None) -> Running:
+                     spark_read: str | None = None, fetch_partition_bytes: int | None = None) -> Running:
     """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching); with
     `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`), or on `spark_cluster`
     (its master and workers' CPU counted too, the cluster stopped with the copy); `hot_path` as the config's (None:
-    its default). `codec` may carry a level (`gzip:5`)."""
+    its default). `codec` may carry a level (`gzip:5`); `fetch_partition_bytes`: the cluster config's
+    max.partition.fetch.bytes (None: the default, 1 MiB)."""
     codec, level = codec_level(codec)
     if spark_cluster is not None:
         spark_master = spark_cluster.url
     routes = [(source, destination)] + ([(live, f"{live}.copy")] if live else [])
     conf = {
-        "cluster": {"bootstrap_servers": bootstrap},
+        "cluster": {"bootstrap_servers": bootstrap, **({"config": {"max.partition.fetch.bytes": fetch_partition_bytes}}
+                                                         if fetch_partition_bytes else {})},
         "group_id": f"bench-{tag}",
         "lanes": "shared",  # one consumer, one loop thread, for both topics
         "routes": [{"source": s, "destinations": [{
@@ -368,20 +371,25 @@ def _go_build(package: str, name: str) -> Path:
 
 
 def franz_go_command(binary: Path, bootstrap: str, source: str, destination: str, codec: str, records: int,
-                     batching: Batching, level: int | None = None) -> list[str]:
-    """The command line `start_franz_go` runs (level None: franz-go's default for the codec)."""
+                     batching: Batching, level: int | None = None,
+                     fetch_partition_bytes: int | None = None) -> list[str]:
+    """The command line `start_franz_go` runs (level None: franz-go's default for the codec; fetch_partition_bytes
+    None: its default FetchMaxPartitionBytes, 1 MiB)."""
     return [str(binary), "--bootstrap", bootstrap, "--source", source, "--destination", destination,
             "--codec", codec, *([] if level is None else ["--level", str(level)]), "--records", str(records),
-            "--batch-max-bytes", str(batching.max_bytes), "--linger-ms", str(batching.linger_ms)]
+            "--batch-max-bytes", str(batching.max_bytes), "--linger-ms", str(batching.linger_ms),
+            *([] if fetch_partition_bytes is None else ["--fetch-max-partition-bytes", str(fetch_partition_bytes)])]
 
 
 def start_franz_go(binary: Path, bootstrap: str, source: str, destination: str, codec: str, records: int,
-                   batching: Batching, workdir: Path, tag: str, level: int | None = None) -> Running:
+                   batching: Batching, workdir: Path, tag: str, level: int | None = None,
+                   fetch_partition_bytes: int | None = None) -> Running:
     """bench/franz_go: consume -> produce over franz-go in Go, what a Go shop would write (Redpanda Connect's
     kafka_franz data path): a group consumer from the start, an idempotent producer with the manual partitioner,
     the codec (and `level`) and transcoder's batching; it copies `records` faithfully (key, value, headers,
     timestamp, partition) and exits once all are acknowledged. No latency (it stops at the dataset's end)."""
     log = workdir / f"{tag}.log"
-    proc = subprocess.Popen(franz_go_command(binary, bootstrap, source, destination, codec, records, batching, level),
+    proc = subprocess.Popen(franz_go_command(binary, bootstrap, source, destination, codec, records, batching, level,
+                                             fetch_partition_bytes),
                             stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     return Running(destination, [proc], log, finite=True)

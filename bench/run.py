@@ -84,11 +84,13 @@ class Results:
 
 def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[str], chosen: list[str],
           partitions: int, trickle: Trickle, client_tables: bool,
-          broker_pid: int | None = None, rule: WarmRule = WARM, request_log: Path | None = None) -> Results:
+          broker_pid: int | None = None, rule: WarmRule = WARM, request_log: Path | None = None,
+          fetch_partition_bytes: int | None = None) -> Results:
     """Seed once, copy with every copier and codec `runs` times; each copy copies exactly the seeded data.
 
     `request_log`: the broker's request log (a broker started with request_log=True); each copy's requests
-    are counted from it by API (bench.requests), the bench's own clients left out.
+    are counted from it by API (bench.requests), the bench's own clients left out. `fetch_partition_bytes`:
+    transcoder's and franz-go's max.partition.fetch.bytes (None: 1 MiB, every client's default).
 
     Each copy is measured over its whole span and over its warmed span (`rule`, bench.spans).
 
@@ -130,7 +132,8 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag,
                                                    live=live, spark_master=master, spark_cluster=cluster,
                                                    hot_path="records" if copier.endswith("-records") else None,
-                                                   spark_read="transcoder" if copier.endswith("-own") else None)
+                                                   spark_read="transcoder" if copier.endswith("-own") else None,
+                                                   fetch_partition_bytes=fetch_partition_bytes)
             elif copier.startswith("mm2"):
                 assert libs is not None
                 alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"
@@ -146,7 +149,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 name, level = copiers.codec_level(codec)
                 if copier == "franz-go":
                     running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag,
-                                    level=level)
+                                    level=level, fetch_partition_bytes=fetch_partition_bytes)
                 else:
                     running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag)
             elif copier == "batch-floor":

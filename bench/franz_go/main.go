@@ -6,7 +6,7 @@
 // lane (ProducerBatchMaxBytes = batch.size, ProducerLinger = linger.ms). No offsets committed, no metrics.
 //
 //	franzgo --bootstrap HOST:PORT --source T --destination T2 --codec zstd [--level 3] --records N
-//	        [--batch-max-bytes 1048576] [--linger-ms 500] [--max-buffered 50000]
+//	        [--batch-max-bytes 1048576] [--linger-ms 500] [--max-buffered 50000] [--fetch-max-partition-bytes 1048576]
 //
 // It exits 0 once --records records are read and all are acknowledged; any consume or produce error is fatal
 // (exit 1, one line naming topic/partition/offset). bench/copiers.py builds it (`build_franz_go`) and starts
@@ -89,6 +89,8 @@ func main() {
 	maxBytes := flag.Int("batch-max-bytes", 1_048_576, "ProducerBatchMaxBytes (uncompressed bytes of a batch)")
 	lingerMs := flag.Int("linger-ms", 500, "ProducerLinger in milliseconds")
 	maxBuffered := flag.Int("max-buffered", 50_000, "records produced but not yet acknowledged, at most")
+	fetchPartition := flag.Int("fetch-max-partition-bytes", 1<<20,
+		"FetchMaxPartitionBytes: a Fetch's bytes per partition (Kafka's max.partition.fetch.bytes; franz-go's default 1 MiB)")
 	flag.Parse()
 	if *source == "" || *dest == "" || *records <= 0 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "franzgo: --source, --destination and --records N > 0 are required")
@@ -104,6 +106,7 @@ func main() {
 		kgo.ConsumeTopics(*source),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
+		kgo.FetchMaxPartitionBytes(int32(*fetchPartition)),
 	)
 	if err != nil {
 		fatal("consumer: %v", err)

@@ -179,6 +179,10 @@ def test_bench_refuses_an_unknown_codec_or_copier_before_starting_anything():
     result = CliRunner().invoke(main, ["--codecs", "zstd,brotli", "--copiers", "transcoder,flume"])
     assert result.exit_code == 2
     assert "unknown codec or copier: brotli, flume" in result.output
+    result = CliRunner().invoke(main, ["--copiers", "transcoder,mm2", "--fetch-partition-bytes", "4194304"])
+    assert result.exit_code == 2
+    assert "--fetch-partition-bytes is taken by transcoder, transcoder-records, franz-go only, not by mm2" in \
+        result.output
 
 
 def test_spark_targets_are_judged_per_core_and_local2_against_local1_and_only_when_spark_ran():

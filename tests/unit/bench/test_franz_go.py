@@ -31,7 +31,7 @@ def test_a_level_is_passed_only_when_given() -> None:
 def test_every_flag_the_starter_passes_is_defined_by_the_go_program() -> None:
     source = (copiers.FRANZ_GO_MODULE / "main.go").read_text()
     defined = set(re.findall(r'flag\.\w+\("([a-z-]+)"', source))
-    cmd = franz_go_command(BINARY, "b:9092", "src", "dst", "lz4", 10, Batching(), level=3)
+    cmd = franz_go_command(BINARY, "b:9092", "src", "dst", "lz4", 10, Batching(), level=3, fetch_partition_bytes=1)
     passed = {a.removeprefix("--") for a in cmd if a.startswith("--")}
     assert passed <= defined, passed - defined
 
@@ -66,3 +66,9 @@ def test_a_level_for_a_copier_that_takes_none_or_a_bad_one_is_one_line(tmp_path:
     assert out.exit_code == 2 and "taken by transcoder, transcoder-records, franz-go only, not by mm2" in out.output
     out = CliRunner().invoke(main, ["--codecs", "gzip:x", "--copiers", "transcoder"])
     assert out.exit_code == 2 and "unknown codec or copier: gzip:x" in out.output
+
+
+def test_a_fetch_size_is_passed_only_when_given() -> None:
+    cmd = franz_go_command(BINARY, "b:9092", "src", "dst", "lz4", 10, Batching(), fetch_partition_bytes=4_194_304)
+    assert cmd[cmd.index("--fetch-max-partition-bytes") + 1] == "4194304"
+    assert "--fetch-max-partition-bytes" not in franz_go_command(BINARY, "b:9092", "src", "dst", "lz4", 10, Batching())
