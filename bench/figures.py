@@ -40,6 +40,8 @@ class LiveLatency:
     #: transcoder's /status counts (franz-go driver only)
     all_p50: float | None = None
     all_p99: float | None = None
+    #: the machine's cores busy while the compiled driver ran (the copier, the broker and the driver itself)
+    machine_busy: float | None = None
     status_p50: float | None = None  # what transcoder's /status says of the live destination (None: not transcoder)
     status_p99: float | None = None
 
@@ -302,7 +304,7 @@ def latency_table(copies: Sequence[CopyRun]) -> str:
     driver's own share, and what transcoder's /status said of the same destination."""
     head = ("| codec | copier | run | driver | records/s asked | reached | timed records | p50 (ms) | p99 (ms) | "
             "driver's produce p99 (ms) | every record read: p50 (ms) | p99 (ms) | /status p50 (ms) | "
-            "/status p99 (ms) |")
+            "/status p99 (ms) | machine busy (cores) |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     runs: dict[tuple[str, str], int] = {}
 
@@ -314,8 +316,8 @@ def latency_table(copies: Sequence[CopyRun]) -> str:
         if (v := r.live) is not None:
             lines.append(f"| {r.codec} | {r.copier} | {run} | {v.driver} | {v.rate:,.0f} | {v.reached:,.0f} | "
                          f"{v.records:,} | {ms(v.p50)} | {ms(v.p99)} | {ms(v.produce_p99)} | {ms(v.all_p50)} | "
-                         f"{ms(v.all_p99)} | {ms(v.status_p50)} | "
-                         f"{ms(v.status_p99)} |")
+                         f"{ms(v.all_p99)} | {ms(v.status_p50)} | {ms(v.status_p99)} | "
+                         f"{'n/a' if v.machine_busy is None else f'{v.machine_busy:.2f}'} |")
     return "\n".join(lines)
 
 

@@ -206,15 +206,17 @@ def live_latency_compiled(binary: Path, bootstrap: str, source: str, destination
     replay = workdir / "trickle.records"
     replay.write_text("".join(f"{base64.b64encode(k or b'').decode()}\t{base64.b64encode(v).decode()}\n"
                               for k, v in records))
+    t0, busy0 = time.monotonic(), machine_busy()
     done = subprocess.run(trickle_command(binary, bootstrap, source, destination, replay, rate=rate, timed=timed,
                                           timeout=timeout), capture_output=True, text=True, check=False)
+    busy = (machine_busy() - busy0) / max(time.monotonic() - t0, 1e-3)
     if done.returncode != 0:
         raise RuntimeError(f"latency trickle into {source}: {done.stderr.strip()[-600:]}")
     got = json.loads(done.stdout)
     return LiveLatency(rate=got["rate"], reached=got["reached_rate"], records=got["timed"], sent=got["sent"],
                        p50=got["p50"],
                        p99=got["p99"], driver="franz-go", produce_p99=got["produce_p99"], all_p50=got["all_p50"],
-                       all_p99=got["all_p99"])
+                       all_p99=got["all_p99"], machine_busy=busy)
 
 
 def status_latency(url: str, destination: str, records: int, timeout: float = 30.0) -> tuple[float, float]:

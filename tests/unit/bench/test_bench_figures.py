@@ -203,12 +203,13 @@ def test_spark_targets_are_judged_per_core_and_local2_against_local1_and_only_wh
 def test_the_latency_table_has_a_row_per_copy_with_a_trickle():
     live = LiveLatency(rate=350_000, reached=349_100, records=3_500_000, sent=4_600_000, p50=0.0421, p99=0.1187,
                        driver="franz-go", produce_p99=0.0123, status_p50=0.05, status_p99=0.125,
-                       all_p50=0.0433, all_p99=0.2)
+                       all_p50=0.0433, all_p99=0.2, machine_busy=1.914)
     copies = [RUNS[0], RUNS[-1], replace(RUNS[1], live=live)]  # kcat: no trickle
     rows = latency_table(copies).splitlines()[2:]
     assert rows == [
-        "| zstd | transcoder | 1 | python | 2,000 | 1,990 | 5,000 | 200 | 500 | n/a | n/a | n/a | n/a | n/a |",
-        "| zstd | transcoder | 2 | franz-go | 350,000 | 349,100 | 3,500,000 | 42 | 119 | 12 | 43 | 200 | 50 | 125 |",
+        "| zstd | transcoder | 1 | python | 2,000 | 1,990 | 5,000 | 200 | 500 | n/a | n/a | n/a | n/a | n/a | n/a |",
+        "| zstd | transcoder | 2 | franz-go | 350,000 | 349,100 | 3,500,000 | 42 | 119 | 12 | 43 | 200 | 50 | 125 | "
+        "1.91 |",
     ]
 
 
