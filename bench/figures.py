@@ -63,8 +63,9 @@ class CopyRun:
     warm: Span | None = None  # the warmed span (bench.spans); the whole span again when the copy was too short
     warm_note: str | None = None  # why the warmed span is the whole span (the copy was too short), else None
     requests: Mapping[str, ApiLoad] | None = None  # the copier's broker requests by API (a request-logging broker)
-    #: the copier's busiest thread from its first record in the destination to its last: CPU s per s (1.0: a core
-    #: all the time); a copier bound by one thread shows ~1.0 while its whole CPU may be more
+    #: the copier's busiest thread from the last sample before its first record in the destination to its last
+    #: record: CPU s per s (1.0: a core all the time); a copier bound by one thread shows ~1.0 while its whole CPU
+    #: may be more
     busiest_thread: float | None = None
     broker_busiest_thread: float | None = None  # the same of the local broker's threads (None with -b)
     #: the machine's cores busy over the same span (all processes and the kernel): near the core count, the copy was

@@ -60,7 +60,7 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
         return sum(seen.values())
 
     samples: list[Sample] = []
-    machine: tuple[float, float] | None = None  # (time, machine_busy()) at the first record
+    machine: tuple[float, float] | None = None  # (time, machine_busy()) at the last sample before the first record
     busiest = _BusiestThread(lambda: running.pids)
     broker_busiest = _BusiestThread(lambda: [broker_pid] if broker_pid else [])
     while True:
@@ -74,9 +74,11 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
         why = running.failed()
         if why:
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
-        if n > 0:  # from the first record in the destination on
-            if machine is None:
-                machine = (t1, machine_busy())
+        if n == 0 and not samples:  # the last sample before the first record starts their span
+            machine = (t1, machine_busy())
+            busiest.start(t1)
+            broker_busiest.start(t1)
+        else:
             busiest.read(t1)
             broker_busiest.read(t1)
         if n > 0 or samples:  # from the first sample that sees a record in the destination on
@@ -102,9 +104,9 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
 
 
 class _BusiestThread:
-    """The busiest thread of some processes from the first `read` on, in cores (CPU s per s): each thread's CPU is
-    read at most every `every` s (a process may have a hundred threads) and once more at the end; a thread or a
-    process that exits keeps its last reading (what it used after that, < `every` s, is not counted)."""
+    """The busiest thread of some processes from `start` (or the first `read`) on, in cores (CPU s per s): each
+    thread's CPU is read at most every `every` s (a process may have a hundred threads) and once more at the end; a
+    thread or a process that exits keeps its last reading (what it used after that, < `every` s, is not counted)."""
 
     def __init__(self, pids: Callable[[], list[int]], every: float = 0.3) -> None:
         self._pids, self._every = pids, every
@@ -115,10 +117,14 @@ class _BusiestThread:
     def _now(self) -> dict[tuple[int, int], float]:
         return {(pid, tid): c for pid in self._pids() for tid, c in thread_cpu(pid).items()}
 
+    def start(self, t: float) -> None:
+        """Start (again) at `t`: the span's first reading."""
+        self._first, self._t0, self._t = self._now(), t, t
+        self._last = dict(self._first)
+
     def read(self, t: float, force: bool = False) -> None:
         if self._first is None:
-            self._first, self._t0, self._t = self._now(), t, t
-            self._last = dict(self._first)
+            self.start(t)
         elif force or t - self._t >= self._every:
             self._last.update(self._now())
             self._t = t
