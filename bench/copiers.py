@@ -102,11 +102,17 @@ def descendants(pid: int) -> list[int]:
 
 def process_cpu(pid: int) -> float:
     """utime + stime of a live process, in seconds (0 once it is gone)."""
+    got = _stat_cpu(Path(f"/proc/{pid}/stat"))
+    return 0.0 if got is None else got
+
+
+def _stat_cpu(path: Path) -> float | None:
+    """utime + stime, in seconds, of a /proc stat file (a process's or a thread's); None once it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = path.read_text()
     except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2:].split()
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -121,18 +127,14 @@ def machine_busy() -> float:
 def thread_cpu(pid: int) -> dict[int, float]:
     """utime + stime of each live thread of a process, in seconds, by thread id (empty once it is gone)."""
     out: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
-        try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:
-            continue  # the thread ended
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+        got = _stat_cpu(Path(f"/proc/{pid}/task/{tid}/stat"))
+        if got is not None:  # else the thread ended
+            out[int(tid)] = got
     return out
 
 
@@ -354,7 +356,7 @@ def trickle_command(binary: Path, bootstrap: str, source: str, destination: str,
     """The command line of bench/franz_go/trickle: `replay`'s records into `source` at `rate`, `warm_seconds`
     untimed, then `timed` timed records, read back from `destination` (bench.measure.live_latency_compiled)."""
     return [str(binary), "--bootstrap", bootstrap, "--source", source, "--destination", destination,
-            "--replay", str(replay), "--rate", f"{rate:.0f}", "--warm-seconds", f"{warm_seconds:g}",
+            "--replay", str(replay), "--rate", repr(round(rate, 3)), "--warm-seconds", f"{warm_seconds:g}",
             "--timed-records", str(timed), "--timeout-seconds", f"{timeout:g}"]
 
 

@@ -43,7 +43,9 @@ def test_every_flag_the_latency_trickle_is_given_is_defined_by_its_go_program() 
                                   timeout=120.0)
     passed = {a.removeprefix("--") for a in cmd if a.startswith("--")}
     assert passed == defined, passed ^ defined
-    assert cmd[cmd.index("--rate") + 1] == "350000" and cmd[cmd.index("--timed-records") + 1] == "1000"
+    assert cmd[cmd.index("--rate") + 1] == "350000.4" and cmd[cmd.index("--timed-records") + 1] == "1000"
+    slow = copiers.trickle_command(BINARY, "b:9092", "src", "dst", Path("/tmp/r"), rate=0.25, timed=1, timeout=1.0)
+    assert slow[slow.index("--rate") + 1] == "0.25"  # Go's flag takes a float: never rounded to 0
 
 
 def test_the_build_says_go_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
