@@ -19,6 +19,7 @@ bench/results/<date>-<dataset>.md.
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -79,6 +80,9 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
          latency_rate: tuple[float, float | None], latency_driver: str, warm_fraction: float, warm_seconds: float,
          client_tables: bool, request_log: bool, bootstrap_servers: str | None, out: Path | None) -> None:
     logs.configure("warning")
+    # SIGTERM (a CI's or a shell's kill) unwinds like Ctrl-C: every copier, the local broker and the topics are
+    # stopped and deleted on the way out (Python's default for SIGTERM ends at once and left them running)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     codec_list = [c.strip() for c in codecs.split(",") if c.strip()]
     chosen = [c.strip() for c in copier_names.split(",") if c.strip()]
     bad = [c for c in codec_list if not _known_codec(c)] + [c for c in chosen if c not in figures.COPIERS]

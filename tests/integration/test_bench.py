@@ -6,7 +6,11 @@ Speed is never asserted here: only that each figure was measured from what the b
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from bench import copiers
 from bench.run import Dataset, Trickle, bench, report
@@ -120,3 +124,38 @@ def test_the_compiled_trickle_times_every_record_it_marks_and_transcoder_s_statu
     assert 0 < live.p50 <= live.p99 < 60 and live.produce_p99 is not None and 0 <= live.produce_p99 <= live.p99, live
     assert live.all_p50 is not None and 0 < live.all_p50 <= live.all_p99 < 60, live  # every record read, untimed too
     assert live.status_p50 is not None and 0 < live.status_p50 <= live.status_p99 < 60, live
+
+
+def test_a_bench_stopped_with_sigterm_stops_its_copier_on_the_way_out(kafka, tmp_path):
+    # A bench killed mid-run (SIGTERM) left its transcoder copier running, copying into a broker that was gone, for
+    # 10 minutes beside the next bench (2026-11-28): Python's default SIGTERM ends the process without its `finally`s.
+    bench_run = subprocess.Popen([sys.executable, "-m", "bench", "-b", kafka.bootstrap, "--count", "1000000",
+                                  "--runs", "1", "--copiers", "transcoder", "--codecs", "lz4", "--no-client-tables",
+                                  "--latency-records", "0", "--out", str(tmp_path / "out.md")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (copier := [p for p in copiers.descendants(bench_run.pid)[1:] if "transcoder" in _cmdline(p)]):
+            assert bench_run.poll() is None and time.monotonic() < deadline, bench_run.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        bench_run.send_signal(signal.SIGTERM)
+        assert bench_run.wait(90) == 128 + signal.SIGTERM
+        assert not [p for p in copier if Path(f"/proc/{p}").exists() and _state(p) != "Z"], "the copier still runs"
+    finally:
+        if bench_run.poll() is None:
+            bench_run.kill()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rindex(")") + 2:].split()[0]
