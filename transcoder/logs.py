@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import faulthandler
 import json
 import logging
 import re
+import signal
 import sys
 import threading
 import traceback
@@ -155,6 +157,13 @@ def _redacting_thread_excepthook(args: threading.ExceptHookArgs) -> None:
     name = args.thread.name if args.thread is not None else "?"
     sys.stderr.write(redact(f"Exception in thread {name}:\n"
                             + "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))))
+
+
+def stacks_on_signal(signum: int = signal.SIGUSR1) -> None:
+    """`kill -USR1 <pid>` writes every thread's Python stack to the process's stderr, as jstack does for a JVM:
+    faulthandler answers from the signal handler itself, with no lock and no GIL, so even a process whose threads
+    all wait (a deadlock in a client library) says where. Frames only (file, line, function): never a value."""
+    faulthandler.register(signum, file=sys.__stderr__, all_threads=True, chain=False)
 
 
 def configure(level: str = "info", *, stream: TextIO | None = None, json: bool | None = None,

@@ -144,8 +144,12 @@ def test_an_instance_with_the_same_partitions_fences_a_paused_one(kafka, topic_f
         deadline = time.monotonic() + 120
         while zombie.poll() is None and not any('"partitions_assigned"' in line for line in lines[woke:]):
             if time.monotonic() > deadline:
+                before = len(lines)
+                os.kill(zombie.pid, signal.SIGUSR1)  # every thread's stack to its stderr: where it waits
+                time.sleep(2)
                 pytest.fail("the paused instance neither stopped nor joined again within 120 s of waking:\n"
-                            + "".join(lines[-40:]))
+                            + "".join(lines[-40:before]) + "\nits threads' stacks (SIGUSR1):\n"
+                            + "".join(lines[before:]))
             time.sleep(0.5)
         if zombie.poll() is None:
             assert any('"partitions_lost"' in line for line in lines[woke:]), "".join(lines[woke:])

@@ -10,6 +10,7 @@ import base64
 import io
 import json
 import logging
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -147,3 +148,20 @@ def test_no_client_line_at_info_and_our_events_and_tracebacks_are_redacted(confi
     assert "refused ***" in text and "uncaught ***" in err.getvalue()
     for form in forms_of(PASSWORD) + forms_of(PLAIN_MESSAGE):
         assert form not in text, form
+
+
+def test_sigusr1_writes_every_thread_s_stack_to_stderr_and_the_process_goes_on():
+    # A fenced instance once hung with no line for 120 s (every thread waiting): SIGUSR1 now says where each waits.
+    script = ("import os, signal, threading, time\n"
+              "from transcoder import logs\n"
+              "logs.stacks_on_signal()\n"
+              "def parked():\n"
+              "    threading.Event().wait(5)\n"
+              "threading.Thread(target=parked, daemon=True).start()\n"
+              "time.sleep(0.2)\n"
+              "os.kill(os.getpid(), signal.SIGUSR1)\n"
+              "time.sleep(0.2)\n"
+              "print('alive')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "alive\n", done.stderr
+    assert "Current thread" in done.stderr and 'in parked' in done.stderr, done.stderr

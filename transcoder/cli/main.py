@@ -114,3 +114,4 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
 def main(log_level: str, debug_clients: bool) -> None:
     """Copy Kafka topics into per-codec destination topics and measure what each codec costs and saves."""
     logs.configure(log_level, debug_clients=debug_clients)
+    logs.stacks_on_signal()
