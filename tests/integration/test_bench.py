@@ -140,7 +140,7 @@ def test_a_bench_stopped_with_sigterm_stops_its_copier_on_the_way_out(kafka, tmp
             time.sleep(0.05)
         bench_run.send_signal(signal.SIGTERM)
         assert bench_run.wait(90) == 128 + signal.SIGTERM
-        assert not [p for p in copier if Path(f"/proc/{p}").exists() and _state(p) != "Z"], "the copier still runs"
+        assert not [p for p in copier if Path(f"/proc/{p}").exists()], "the copier still runs"  # stopped and reaped
     finally:
         if bench_run.poll() is None:
             bench_run.kill()
@@ -152,10 +152,3 @@ def _cmdline(pid: int) -> str:
     except OSError:
         return ""
 
-
-def _state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "gone"
-    return stat[stat.rindex(")") + 2:].split()[0]

@@ -16,7 +16,7 @@ import warnings
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -29,6 +29,7 @@ from tests.support.configs import make_config, raw_config
 from tests.support.records import produce_transactions, read_all
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka import offset_map_topic as offset_map
+from transcoder.kafka.clients import retriable
 from transcoder.kafka.protocol import RawClient
 from transcoder.pipeline.commits import transactional_id
 from transcoder.service.runner import Service
@@ -104,9 +105,7 @@ def _dest_end(bootstrap: str, topic: str, partitions: int) -> int:
     try:
         return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
     except KafkaException as exc:
-        if exc.args[0].retriable() or exc.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION,
-                                                             KafkaError.LEADER_NOT_AVAILABLE,
-                                                             KafkaError.UNKNOWN_TOPIC_OR_PART):
+        if retriable(exc.args[0]):  # Kafka's retriable codes: NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, ...
             return 0
         raise
     finally:
