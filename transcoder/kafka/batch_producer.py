@@ -47,6 +47,7 @@ from transcoder.codecs import Codec
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.batch_sender import Report, Sender
 from transcoder.kafka.failure_log import FailureLog
+from transcoder.kafka.group_member import GroupMetadataError, group_member
 from transcoder.kafka.produce_batches import (
     Batch,
     Delivered,
@@ -308,9 +309,15 @@ class BatchProducer:
     @raises_kafka_exception
     def send_offsets_to_transaction(self, offsets: Sequence[Any], group_metadata: Any, timeout: float) -> None:
         """Commit the consumer group's `offsets` (confluent_kafka TopicPartitions) with the open transaction.
-        The group is this producer's `transactions.group_id` (`group_metadata` is the consumer's, unused: the
-        transactional id is per assignment, so an old member is fenced by the id, not by the generation)."""
+        The group is this producer's `transactions.group_id`; `group_metadata` is the consumer's
+        (`consumer_group_metadata()`), whose generation, member id and group instance id go with the offsets
+        (KIP-447): the group coordinator refuses them from a member of an older generation, and the transaction
+        must abort (a zombie's records are never committed). GroupMetadataError when it is not librdkafka's."""
         txn, requests = self._transactional()
+        member = group_member(group_metadata) if group_metadata is not None else None  # None: no member (tests)
+        if member is not None and member.is_member and member.group_id != requests.transactions.group_id:
+            raise GroupMetadataError(f"producer {self.client_id}: offsets of group {member.group_id} offered to a "
+                                     f"transaction of group {requests.transactions.group_id}")
         with self._lock:
             self._raise_failed()
             txn.check(TxnEvent.ADD)  # the offsets are added once the coordinator answered
@@ -321,7 +328,7 @@ class BatchProducer:
                 txn.added(offsets=True)
 
         self._txn_call(requests.add_offsets, self._coord, self._seq.producer_id, self._seq.epoch, commits,
-                       time.monotonic() + timeout, added)
+                       time.monotonic() + timeout, added, member)
 
     @raises_kafka_exception
     def commit_transaction(self, timeout: float | None = None) -> None:

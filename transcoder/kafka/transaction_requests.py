@@ -16,11 +16,13 @@ from typing import Any
 
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.failure_log import FailureLog
+from transcoder.kafka.group_member import GROUP_FENCED_CODES, GroupMember
 from transcoder.kafka.produce_errors import (
     OPERATION_NOT_ATTEMPTED,
     TRANSPORT,
     NoAnswer,
     ProduceError,
+    error_name,
     error_text,
     is_retriable,
 )
@@ -82,15 +84,23 @@ class TransactionRequests:
         return got[-1]
 
     def add_offsets(self, client: Any, producer_id: int, epoch: int, offsets: Mapping[Partition, int],
-                    deadline: float, added: Callable[[], None]) -> None:
-        """The group's `offsets` into the transaction: AddOffsetsToTxn (then `added` is called), TxnOffsetCommit."""
+                    deadline: float, added: Callable[[], None], member: GroupMember | None = None) -> None:
+        """The group's `offsets` into the transaction: AddOffsetsToTxn (then `added` is called), TxnOffsetCommit.
+
+        With the group `member` the offsets are committed for (KIP-447: its generation, member id and group
+        instance id), the group coordinator refuses them from a member of an older generation (a zombie: paused
+        while the group moved its partitions on): the transaction must abort (ProduceError, txn_requires_abort),
+        its records never seen by read_committed readers."""
         t = self.transactions
         self.ask(client, "AddOffsetsToTxn", lambda node: client.add_offsets_to_txn(
             t.transactional_id, producer_id, epoch, t.group_id, coordinator=node), deadline)
         added()
+        generation = {} if member is None or not member.is_member else {
+            "generation_id": member.generation_id, "member_id": member.member_id,
+            "group_instance_id": member.group_instance_id}
         self.ask(client, "TxnOffsetCommit", lambda node: _first_error(client.txn_offset_commit(
-            t.transactional_id, t.group_id, producer_id, epoch, dict(offsets), coordinator=node)), deadline,
-            group=True)
+            t.transactional_id, t.group_id, producer_id, epoch, dict(offsets), coordinator=node, **generation)),
+            deadline, group=True, member=member)
 
     def end(self, client: Any, producer_id: int, epoch: int, commit: bool, deadline: float) -> None:
         """EndTxn: commit or abort the open transaction."""
@@ -99,7 +109,7 @@ class TransactionRequests:
                                                       coordinator=node), deadline)
 
     def ask(self, client: Any, what: str, ask: Callable[[int], int], deadline: float, *, group: bool = False,
-            fenced_is_final: bool = False) -> None:
+            fenced_is_final: bool = False, member: GroupMember | None = None) -> None:
         """One request asked of its coordinator until done: again after a back-off while it is busy, of the new
         one when it moved. ProduceError: fatal, txn_requires_abort (fenced-or-timed-out too, which the epoch bump
         after the abort tells apart), or retriable (still failing at the deadline)."""
@@ -122,6 +132,9 @@ class TransactionRequests:
                 self._failures.succeeded(f"{what}_failed", time.monotonic())
                 return
             where = f"producer {self.client_id}, transactional.id {self.transactions.transactional_id}: {what}: {why}"
+            if code in GROUP_FENCED_CODES and member is not None:
+                where += (f" ({error_name(code)}: {member.describe()} is not the group's member of its current "
+                          "generation: another member owns these partitions now; this transaction aborts)")
             if step is TxnStep.FATAL or (step is TxnStep.FENCED and fenced_is_final):
                 raise ProduceError(code, where, fatal=True)
             if step in (TxnStep.FENCED, TxnStep.ABORTABLE):

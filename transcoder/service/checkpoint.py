@@ -89,6 +89,10 @@ class Checkpoint:
     def lost(self) -> None:
         """Partitions were lost (another member owns them now): nothing more may be committed for them."""
 
+    def settle(self, held: Iterable[Partition] = ()) -> None:
+        """The loop's, after each poll: what a rebalance callback left to do outside it (`held`: the partitions the
+        lane holds now)."""
+
     def close(self, assigned: set[Partition], *, failed: bool) -> None:
         """The lane stops: deliver what is in flight and commit it (unless it `failed`)."""
         raise NotImplementedError
@@ -210,6 +214,9 @@ class ExactlyOnce(Checkpoint):
         self.abandoned: set[Partition] = set()
         #: the lane failed: its open transaction is aborted and nothing more is committed
         self.failed = False
+        #: partitions were lost (another member owns them): the open transaction is aborted by the loop (`settle`),
+        #: never inside the rebalance callback; nothing is committed before
+        self.abort_due = False
 
     @property
     def open(self) -> bool:
@@ -219,6 +226,7 @@ class ExactlyOnce(Checkpoint):
     def begin(self, assigned: set[Partition]) -> None:
         """The transactional producer of this assignment. Its id is the lane's and the partitions': an instance
         restarted (or any other) with the same partitions fences this one's open transaction."""
+        self.settle()  # lost and assigned again in one poll: the lost transaction ends first
         tid = self._transactional_id(assigned)
         self.writer.begin_transactions(tid, self.timeout_s, self.group_id)
         self.first_read.clear()
@@ -228,6 +236,11 @@ class ExactlyOnce(Checkpoint):
         if not self.open:
             return  # nothing assigned yet, or the lane failed: its open transaction is aborted
         tps = list(partitions)
+        if self.abort_due:  # a lost transaction: aborted, and what it held of `partitions` read again
+            if leaving:
+                self.abandoned.update(tps)
+            self.settle(() if leaving else tps)
+            return
         if self._drained is not None and not leaving:  # leaving: commit_transaction delivers them, waiting
             drained = self._drained()
             if drained is None:
@@ -283,12 +296,33 @@ class ExactlyOnce(Checkpoint):
         self.commit(assigned, leaving=True)  # eager rebalancing: the whole assignment goes
 
     def lost(self) -> None:
-        if self.writer.producers:  # another member owns them now: what this transaction holds must not be committed
-            self.writer.abort_transaction(self.timeout_s)
+        """Another member owns them now: what the open transaction holds must never be committed. Only noted here
+        (this runs inside the consumer's rebalance callback, where a network wait holds the group's poll: seen 20-40 s
+        there, after `Not coordinator`); the loop aborts it (`settle`), and nothing is committed before."""
+        if self.writer.producers:
+            self.abort_due = True
+
+    def settle(self, held: Iterable[Partition] = ()) -> None:
+        """The loop's, after each poll: the abort a lost assignment left due. Bounded as every abort is (the
+        transaction's time-out and 30 s); the readiness says what it waits on meanwhile. Partitions still `held`
+        (none under the eager protocol exactly-once uses: a loss is the whole assignment) are read again from their
+        last commit, as after any abort."""
+        if not self.abort_due:
+            return
+        self.abort_due = False
+        if self.writer.producers:
+            log.warning("transaction_aborted", lane=self.lane, error="partitions lost to another member of the group",
+                        transactional_id=self.writer.transactional_id,
+                        note="its records are never committed; the new owner copies them")
+            self.writer.abort_transaction(self.timeout_s, retrying=self._waiting)
+        tps = list(held)
+        if tps:
+            self._rewind(tps)
 
     def close(self, assigned: set[Partition], *, failed: bool) -> None:
         if failed:
             self.failed = True  # nothing more is committed, not even by the revoke of close()
+            self.abort_due = False
             if self.writer.producers:
                 self.writer.abort_transaction(self.timeout_s)
         else:

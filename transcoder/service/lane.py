@@ -413,6 +413,7 @@ class Lane:
                                     on_revoke=self._on_revoke, on_lost=self._on_lost)
             while not stop.is_set():
                 self.path.step()
+                self.checkpoint.settle(self.assigned)  # what the group's callbacks of that poll left to the loop
                 self.watch.tick(time.monotonic())
                 if self.watch.error is not None:  # on_source_loss: stop; what was copied is committed first
                     break
