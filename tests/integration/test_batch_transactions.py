@@ -142,3 +142,60 @@ def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(kafka,
         old.close(5)
         new.close(5)
     assert [v for _, _, _, v, _, _ in read_all(kafka.bootstrap, dest)] == [f"v-{i}".encode() for i in range(400)]
+
+
+def _member(bootstrap: str, group: str, topic: str) -> Consumer:
+    """A consumer that joined `group` on `topic` and holds an assignment (its generation is the group's now)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 60
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.2)
+    assert c.assignment(), f"{group}: no assignment within 60 s"
+    return c
+
+
+def test_a_zombie_of_an_older_generation_cannot_commit_its_transaction(kafka, topic_factory):
+    """KIP-447: the paused-instance case without the pause. A member of generation 1 opens a transaction; the group
+    moves on (its partitions go to another member, generation 2); the old member's transaction offers its offsets
+    with generation 1 and must abort: nothing of it is ever read_committed, and the group keeps the new owner's
+    offsets. With its offsets sent without the generation (generation -1, as before), the broker took them and the
+    records were copied twice (2 of 27 tries on a 3-broker cluster with a SIGSTOPped instance)."""
+    source = topic_factory(partitions=1)
+    dest = topic_factory(partitions=1, config={"compression.type": "producer"})
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(300):
+        p.produce(source, value=f"v-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    old_member = _member(kafka.bootstrap, group, source)
+    zombie_metadata = old_member.consumer_group_metadata()  # generation 1, as the zombie last knew it
+    zombie = _producer(kafka.bootstrap, f"t-old-{uuid.uuid4().hex[:6]}", group, [])  # its own id: never fenced by it
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce_sections(dest, 0, _sections(kafka.bootstrap, source, 0, 0, 200))
+    assert zombie.flush(30) == 0
+    old_member.close()  # the group moves on: its partitions to the next member, a new generation
+    new_member = _member(kafka.bootstrap, group, source)
+    owner = _producer(kafka.bootstrap, f"t-new-{uuid.uuid4().hex[:6]}", group, [])
+    try:
+        owner.init_transactions(30)
+        owner.begin_transaction()
+        owner.produce_sections(dest, 0, _sections(kafka.bootstrap, source, 0, 0, 300))
+        owner.send_offsets_to_transaction([TopicPartition(source, 0, 300)], new_member.consumer_group_metadata(), 30)
+        owner.commit_transaction(30)
+        with pytest.raises(KafkaException) as info:
+            zombie.send_offsets_to_transaction([TopicPartition(source, 0, 200)], zombie_metadata, 30)
+        err = info.value.args[0]
+        assert err.txn_requires_abort() and err.name() in ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"), err
+        assert f"group {group} generation" in err.str() and "another member owns these partitions" in err.str()
+        zombie.abort_transaction(30)
+    finally:
+        zombie.close(10)
+        owner.close(10)
+        committed = new_member.committed([TopicPartition(source, 0)], timeout=30)
+        new_member.close()
+    got = [(p_, o, v) for p_, o, _, v, _, _ in read_all(kafka.bootstrap, dest)]  # read_committed
+    assert [v for _, _, v in got] == [f"v-{i}".encode() for i in range(300)]  # each record once: the owner's
+    assert [tp.offset for tp in committed] == [300]
