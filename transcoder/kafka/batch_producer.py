@@ -67,6 +67,7 @@ from transcoder.kafka.produce_errors import (
 from transcoder.kafka.produce_statistics import SentBatches
 from transcoder.kafka.producer_sequences import ProducerSequences
 from transcoder.kafka.protocol import RawClient
+from transcoder.kafka.retries import Backoff, KafkaErrors, retry_backoff_of
 from transcoder.kafka.statistics import TopicProduce
 from transcoder.kafka.transaction_requests import (
     TXN_RETRY_BACKOFF_S,
@@ -82,9 +83,8 @@ __all__ = ["TXN_RETRY_BACKOFF_S", "BatchProducer", "Delivered", "FailureLog", "H
 
 log = structlog.get_logger("transcoder.batchproducer")
 
-#: While every round of the sender fails (Kafka unreachable), the pause between rounds doubles up to this.
-MAX_RETRY_BACKOFF_S = 1.0
-
+#: The sender waits for batches at most this long at a time (then looks again: closing, aborted).
+IDLE_WAIT_S = 0.5
 
 
 class BatchProducer:
@@ -94,11 +94,16 @@ class BatchProducer:
                  on_stats: Callable[[dict[str, TopicProduce]], None] | None = None, stats_interval_ms: int = 5000,
                  on_batch: Callable[[KafkaError | None, str, int, int, Any], None] | None = None,
                  queue_max_bytes: int = 256 * 1024 * 1024, request_timeout_ms: int = 30_000,
-                 delivery_timeout_ms: int = 300_000, retry_backoff_ms: int = 100,
-                 transactions: Transactions | None = None) -> None:
+                 delivery_timeout_ms: int = 300_000, retry_backoff_ms: int | None = None,
+                 transactions: Transactions | None = None, errors: KafkaErrors | None = None) -> None:
         self.codec, self.level, self.client_id = codec, level, client_id
         self._failures = FailureLog(client_id)
-        self._backoff = retry_backoff_ms / 1000
+        #: retry.backoff.ms and retry.backoff.max.ms: the cluster config's (Kafka's defaults, 100 ms and 1 s, where
+        #: it sets none); `retry_backoff_ms` overrides the first
+        base_ms, max_ms = retry_backoff_of(librdkafka)
+        if retry_backoff_ms is not None:
+            base_ms = retry_backoff_ms
+        self._backoff = base_ms / 1000
         self.transactions = transactions  # and the transaction's state and requests (the setter)
         self._info = RawClient({**librdkafka, "client.id": client_id}, timeout_s=request_timeout_ms / 1000)
         #: the coordinators' connection, apart from the Produce requests': a broker throttling this client's
@@ -139,7 +144,7 @@ class BatchProducer:
         self._seq = ProducerSequences()
         #: the Produce requests: where the leaders are, how the last rounds went
         self._sender = Sender(self, request_timeout_ms=request_timeout_ms, delivery_timeout_s=self._delivery_timeout,
-                              backoff_s=self._backoff)
+                              backoff=Backoff(base_ms, max_ms), errors=errors)
         self._stats = SentBatches()
         self._next_stats = time.monotonic() + self._stats_interval
 
@@ -480,14 +485,21 @@ class BatchProducer:
                         return
                     if purges != self._purges:  # aborted: what the round held is gone with its transaction
                         purges, retry, ahead = self._purges, {}, {}
-                    taken, sections = self._take(time.monotonic(), skip=retry.keys() | ahead.keys())
-                    if taken or retry or sections or ahead:
+                    now = time.monotonic()
+                    # batches to send again whose partition's back-off is over; the others wait, and the other
+                    # partitions' batches go meanwhile
+                    due = {tp: b for tp, b in retry.items() if self._sender.wait(tp, now) <= 0}
+                    taken, sections = self._take(now, skip=retry.keys() | ahead.keys())
+                    if taken or due or sections or ahead:
                         break
-                    due = self._acc.next_due(time.monotonic())
-                    self._wake.wait(0.5 if due is None else min(due, 0.5))
+                    waits = [IDLE_WAIT_S, *(self._sender.wait(tp, now) for tp in retry)]
+                    if (linger := self._acc.next_due(now)) is not None:
+                        waits.append(linger)
+                    self._wake.wait(min(waits))
                 self._busy = True
                 self._round_purges = purges
-            batches = {**retry, **ahead}
+            held = {tp: b for tp, b in retry.items() if tp not in due}
+            batches = {**due, **ahead}
             ahead = {}
             try:
                 batches.update(self._encode(taken, sections))
@@ -496,18 +508,16 @@ class BatchProducer:
                 # while the broker writes this round, the next is taken and sealed
                 with self._lock:
                     if purges == self._purges and not self._closing:
-                        taken, sections = self._take(time.monotonic())
+                        taken, sections = self._take(time.monotonic(), skip=held.keys())  # held: theirs go first
                 ahead = self._encode(taken, sections)
                 taken, sections = {}, {}
-                retry = self._sender.finish(round_, ahead)
+                retry = {**held, **self._sender.finish(round_, ahead)}
             except Exception as exc:  # noqa: BLE001 - reported through delivery reports, never lost
-                self._round_failed(exc, [b for b in [*batches.values(), *ahead.values()] if not b.reported], taken,
-                                   sections)
+                self._round_failed(exc, [b for b in [*batches.values(), *ahead.values(), *held.values()]
+                                         if not b.reported], taken, sections)
                 retry, ahead = {}, {}
             if retry and self._sender.coordinator_busy:
                 time.sleep(TXN_RETRY_BACKOFF_S)
-            elif retry:  # doubling while every round fails (Kafka unreachable), from retry_backoff_ms
-                time.sleep(min(MAX_RETRY_BACKOFF_S, self._backoff * 2 ** min(self._sender.failing_rounds, 16)))
 
     def _round_failed(self, exc: Exception, sealed: list[Batch], taken: Mapping[Partition, list[Record]],
                       sections: Mapping[Partition, Any]) -> None:

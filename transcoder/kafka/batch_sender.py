@@ -7,6 +7,12 @@ unknown.
 Shaped after aiokafka's `producer/sender.py` (a handler per request and answer). The producer it works for (the
 Host: transcoder.kafka.batch_producer.BatchProducer) owns the queue, the lock, the transaction and the sequence
 numbers; the sender owns where each partition's leader is and how the last rounds went.
+
+A batch sent again waits its partition's back-off first, as Kafka's producer waits (KIP-580): retry.backoff.ms
+doubling to retry.backoff.max.ms while the partition keeps failing, +-20%, back to the start once one of its
+batches is delivered; the other partitions' batches go meanwhile. Each retriable error is counted by Kafka's name
+(transcoder_kafka_errors_total) and logged with topic, partition, broker and name, at most once per 30 s per
+partition and error (FailureLog).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from transcoder.kafka.produce_errors import (
     is_retriable,
 )
 from transcoder.kafka.producer_sequences import ProducerSequences
+from transcoder.kafka.retries import KAFKA_ERRORS, Backoff, KafkaErrors, kafka_error_name
 from transcoder.kafka.transaction_state import TransactionManager
 from transcoder.pipeline import batching
 from transcoder.pipeline.batching import Outcome
@@ -77,12 +84,15 @@ class Answers:
 
 
 class Sender:
-    def __init__(self, host: Host, *, request_timeout_ms: int, delivery_timeout_s: float, backoff_s: float) -> None:
-        self._host, self._backoff = host, backoff_s
+    def __init__(self, host: Host, *, request_timeout_ms: int, delivery_timeout_s: float, backoff: Backoff,
+                 errors: KafkaErrors | None = None) -> None:
+        self._host = host
+        #: per partition (a batch sent again), "metadata" (the leaders' lookup) and "producer_id" (InitProducerId)
+        self.backoff = backoff
+        self._errors = KAFKA_ERRORS if errors is None else errors
         self._request_timeout_ms = request_timeout_ms
         self._delivery_timeout = delivery_timeout_s
         self.leaders: dict[Partition, int] = {}
-        self.failing_rounds = 0  # consecutive rounds that delivered nothing and must retry
         #: this round's AddPartitionsToTxn was answered "busy" (the last transaction's markers being written): the
         #: round is retried after TXN_RETRY_BACKOFF_S, as the Java producer retries it after 20 ms, not after the
         #: back-off for failures (which doubles while rounds fail: 200, 400, 800 ms ... at a transaction's start)
@@ -98,13 +108,20 @@ class Sender:
         answers. In a transaction, partitions are added to it first (those not added wait for the next round)."""
         h, txn = self._host, self._host._txn
         self.coordinator_busy = False
+        now = time.monotonic()
         missing = {tp[0] for tp in batches if self.leaders.get(tp, -1) < 0}
-        if missing:
+        if missing and self.backoff.ready("metadata", now):
             try:
                 self.leaders.update(h._info.leaders(missing))
-                h._failures.succeeded("metadata_request_failed", time.monotonic())
+                self.backoff.succeeded("metadata")
+                h._failures.succeeded("metadata_request_failed", now)
             except NoAnswer as exc:
-                h._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
+                self.backoff.failed("metadata", now)
+                name = kafka_error_name(exc)
+                for topic in sorted(missing):
+                    self._errors.count(name, topic=topic, now=now)
+                h._failures.failed("metadata_request_failed", now, key=(name,), error=name,
+                                   topics=",".join(sorted(missing)), detail=repr(exc))
         by_leader: dict[int, dict[Partition, Batch]] = {}
         retry: dict[Partition, Batch] = {}
         if txn is not None:
@@ -116,7 +133,12 @@ class Sender:
                 self.coordinator_busy = h._add_partitions(new)
         for tp, b in batches.items():
             leader = self.leaders.get(tp, -1)
-            if leader < 0 or (txn is not None and tp not in txn.partitions):
+            if leader < 0:  # not known yet: asked again after the back-off
+                self.backoff.failed(tp, now)
+                retry[tp] = b
+            elif txn is not None and tp not in txn.partitions:  # not added to the transaction yet
+                if not self.coordinator_busy:  # busy: asked again after TXN_RETRY_BACKOFF_S (the producer's loop)
+                    self.backoff.failed(tp, now)
                 retry[tp] = b
             else:
                 by_leader.setdefault(leader, {})[tp] = b
@@ -141,11 +163,10 @@ class Sender:
             per_partition = self._answers_of(leader, group, call, answers)
             for tp, b in group.items() if per_partition is not None else ():
                 code, base_offset = per_partition.get(tp, (NETWORK_EXCEPTION, -1))  # no answer for it
-                self._on_answer(b, code, base_offset, ahead, answers)
+                self._on_answer(b, code, base_offset, ahead, answers, leader)
         self._expire(answers)
         h._finish(answers.done)
         retry = answers.retry
-        self.failing_rounds = self.failing_rounds + 1 if retry and not answers.done else 0
         for tp in [tp for tp in ahead if tp in retry or answers.renew]:  # sealed under a sequence or id that changes
             h._unready(ahead.pop(tp))
         if answers.renew:
@@ -163,7 +184,18 @@ class Sender:
                 raise call
             got = h._info.produce_answers(call)
         except NoAnswer as exc:
-            h._failures.failed("produce_request_failed", time.monotonic(), leader=leader, error=repr(exc))
+            now = time.monotonic()
+            name = kafka_error_name(exc)
+            topics: dict[str, list[int]] = {}
+            for tp in group:
+                self.backoff.failed(tp, now)
+                topics.setdefault(tp[0], []).append(tp[1])
+            for topic, ps in topics.items():
+                self._errors.count(name, topic=topic, broker=leader, partitions=ps, now=now)
+            h._failures.failed("produce_request_failed", now, key=(leader, name), broker=leader, error=name,
+                               partitions="; ".join(f"{t} [{','.join(map(str, sorted(ps)))}]"
+                                                    for t, ps in sorted(topics.items())),
+                               detail=repr(exc))
             if not isinstance(exc, NotSent):
                 # NodeNotReady: not sent, the connection is paused (the broker throttles this client: a quota)
                 # or backing off. The leader stands; asking the metadata again would fail alike (the only
@@ -172,7 +204,7 @@ class Sender:
                     self.leaders.pop(tp, None)
             answers.retry.update(group)
             return None
-        h._failures.succeeded("produce_request_failed", time.monotonic())
+        h._failures.succeeded("produce_request_failed", time.monotonic(), key=(leader,))
         return got
 
     def renew_producer_id(self, timeout: float) -> None:
@@ -186,6 +218,7 @@ class Sender:
             except NoAnswer as exc:  # connected, but no answer (KafkaUnavailableError: cannot connect at all)
                 code, pid, epoch, last = -1, -1, -1, repr(exc)
             if code == 0:
+                self.backoff.succeeded("producer_id")
                 self._host._seq.renew(pid, epoch)
                 self._log.info("producer_id", client_id=self._host.client_id, producer_id=pid, epoch=epoch)
                 return
@@ -195,19 +228,21 @@ class Sender:
                     raise KafkaUnavailableError(f"producer {self._host.client_id}: {last}",
                                                 kafka_error=error_name(code), retriable=False)
             if time.monotonic() >= deadline:
+                self.backoff.succeeded("producer_id")
                 raise KafkaUnavailableError(f"producer {self._host.client_id}: cannot get a producer id: {last}")
-            time.sleep(self._backoff)
+            time.sleep(min(self.backoff.failed("producer_id", time.monotonic()),
+                           max(0.0, deadline - time.monotonic())))
 
     # ------------------------------------------------------------------ one handler per outcome
     def _on_answer(self, b: Batch, code: int, base_offset: int, ahead: dict[Partition, Batch],
-                   answers: Answers) -> None:
+                   answers: Answers, leader: int) -> None:
         what = batching.outcome(code, b.count, is_retriable(code))
         if what is not Outcome.DELIVERED and b.tp in ahead:  # before its own sequence is set back (below)
             self._host._unready(ahead.pop(b.tp))
         if what is Outcome.DELIVERED:
             self._delivered(b, base_offset, answers)
         elif what is Outcome.RETRY:
-            self._send_again(b, code, answers)
+            self._send_again(b, code, answers, leader)
         elif what is Outcome.RENEW:
             self._renew(b, code, answers)
         elif what is Outcome.SPLIT:
@@ -217,13 +252,27 @@ class Sender:
 
     def _delivered(self, b: Batch, base_offset: int, answers: Answers) -> None:
         answers.done.append((None, b, base_offset))
+        self.backoff.succeeded(b.tp)
+        self._host._failures.succeeded("produce_partition_failed", time.monotonic(), key=b.tp)
         self._host._record_sent(b)
 
-    def _send_again(self, b: Batch, code: int, answers: Answers) -> None:
-        """Retriable: the same bytes again (same producer id and sequence: never written twice)."""
+    def _send_again(self, b: Batch, code: int, answers: Answers, leader: int) -> None:
+        """Retriable: the same bytes again (same producer id and sequence: never written twice), after the
+        partition's back-off; counted and logged with the partition, the broker and Kafka's error name."""
+        now = time.monotonic()
         answers.retry[b.tp] = b
+        self.backoff.failed(b.tp, now)
+        name = kafka_error_name(code)
+        topic, partition = b.tp
+        self._errors.count(name, topic=topic, broker=leader, partitions=[partition], now=now)
+        self._host._failures.failed("produce_partition_failed", now, key=(topic, partition, name), topic=topic,
+                                    partition=partition, broker=leader, error=name, records=b.count)
         if is_invalid_metadata(code):  # the partition's leader must be looked up again
             self.leaders.pop(b.tp, None)
+
+    def wait(self, tp: Partition, now: float) -> float:
+        """Seconds until a batch of `tp` may be sent again (0: now)."""
+        return self.backoff.wait(tp, now)
 
     def _renew(self, b: Batch, code: int, answers: Answers) -> None:
         """The broker forgot the producer id: idempotent, sent again under a new one; in a transaction, it is lost

@@ -28,16 +28,20 @@ import structlog
 
 from transcoder.codecs import decode_stored
 from transcoder.errors import KafkaUnavailableError, TranscoderError
-from transcoder.kafka.batch_producer import FailureLog
+from transcoder.kafka.failure_log import FailureLog
 from transcoder.kafka.protocol import PendingFetch, RawClient
+from transcoder.kafka.retries import KAFKA_ERRORS, Backoff, KafkaErrors, kafka_error_name, retry_backoff_of
 from transcoder.pipeline.partitions import Partition
 
 log = structlog.get_logger("transcoder.fetcher")
 
-#: Fetch errors after which the partition's leader is looked up again (kafka-python's error names).
-_STALE_LEADER = frozenset({"NotLeaderForPartitionError", "NotLeaderOrFollowerError", "UnknownTopicOrPartitionError",
-                           "FencedLeaderEpochError", "UnknownLeaderEpochError", "LeaderNotAvailableError",
-                           "KafkaStorageError", "OffsetNotAvailableError"})
+#: Fetch errors after which the partition's leader is looked up again (Kafka's error names), and the partition
+#: fetched again after its back-off (retry.backoff.ms doubling to retry.backoff.max.ms).
+_STALE_LEADER = frozenset({"NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PARTITION",
+                           "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "LEADER_NOT_AVAILABLE",
+                           "KAFKA_STORAGE_ERROR", "OFFSET_NOT_AVAILABLE"})
+#: Backoff keys of what is not per partition: the metadata request, and a broker's whole Fetch.
+_METADATA = "metadata"
 
 
 #: A round of Fetches runs on the lane's thread: while Kafka is unreachable or stalled it gives up after this long
@@ -113,13 +117,20 @@ def _size(librdkafka: Mapping[str, Any], name: str, default: int) -> int:
 class Fetcher:
     def __init__(self, librdkafka: Mapping[str, Any], client_id: str, *, max_wait_ms: int = 500,
                  reset: str = "earliest", request_timeout_ms: int = REQUEST_TIMEOUT_MS,
-                 read_ahead: bool = True, past_loss: bool = False) -> None:
+                 read_ahead: bool = True, past_loss: bool = False, errors: KafkaErrors | None = None) -> None:
         """`librdkafka`: the cluster's client properties; a Fetch's sizes are its `fetch.max.bytes`,
         `max.partition.fetch.bytes` and `fetch.min.bytes` where the config sets them (librdkafka's and Java's
         defaults, 50 MiB, 1 MiB and 1, where it does not), as the records path's librdkafka consumer takes them.
         `past_loss`: where records the lane needs are gone (SourceLoss), fetch on from the partition's first
         record (on_source_loss: continue); else its position stays at the gap (the lane stops). Either way the
-        loss is in `losses` for the caller."""
+        loss is in `losses` for the caller.
+
+        A Fetch that fails is tried again after a back-off, as Kafka's consumer does (KIP-580): the cluster
+        config's `retry.backoff.ms` doubling to `retry.backoff.max.ms` (100 ms and 1 s by default), +-20%; per
+        broker for a Fetch not answered (the other brokers' partitions are fetched meanwhile), per partition for a
+        partition's error, once for the metadata request. Each error is counted by name in `errors` (the
+        process's KAFKA_ERRORS by default: transcoder_kafka_errors_total) and logged per partition and error at
+        most once per 30 s (FailureLog)."""
         self.client_id = client_id
         #: send the next round's Fetches as soon as a round is decoded (module doc)
         self.read_ahead = read_ahead
@@ -142,6 +153,8 @@ class Fetcher:
         self._unresolved: dict[Partition, str] = {}
         self._leaders: dict[Partition, int] = {}
         self._failures = FailureLog(client_id, logger=log)
+        self._backoff = Backoff(*retry_backoff_of(librdkafka))
+        self._errors = KAFKA_ERRORS if errors is None else errors
         self.past_loss = past_loss
         #: losses found since the caller last took them (`take_losses`)
         self.losses: list[SourceLoss] = []
@@ -173,11 +186,18 @@ class Fetcher:
             tps = sorted(tp for tp, w in self._unresolved.items() if w == where)
             if not tps:
                 continue
+            if not self._backoff.ready("list_offsets", time.monotonic()):
+                return
             try:
                 starts = self._info.list_offsets(tps, latest=where == "latest")
                 self._failures.succeeded("list_offsets_failed", time.monotonic())
+                self._backoff.succeeded("list_offsets")
             except KafkaUnavailableError as exc:
-                self._failures.failed("list_offsets_failed", time.monotonic(), error=str(exc))
+                now = time.monotonic()
+                self._backoff.failed("list_offsets", now)
+                name = kafka_error_name(exc)
+                self._errors.count(name, topic=exc.topic or "", now=now)
+                self._failures.failed("list_offsets_failed", now, key=(name,), error=name, detail=str(exc))
                 return
             for tp, off in starts.items():
                 if tp in self._unresolved:
@@ -208,15 +228,14 @@ class Fetcher:
         wanted = {tp: off for tp, off in self.positions.items() if tp not in self.paused and tp not in skip}
         if not wanted:
             return {}
+        now = time.monotonic()
         missing = {t for t, p in wanted if self._leaders.get((t, p), -1) < 0}
-        if missing:
-            try:
-                self._leaders.update(self._info.leaders(missing))
-                self._failures.succeeded("metadata_request_failed", time.monotonic())
-            except Exception as exc:  # noqa: BLE001 - kafka-python's errors: logged with back-off, asked again
-                self._failures.failed("metadata_request_failed", time.monotonic(), error=repr(exc))
-                return {}
-        by_leader = self._by_leader(wanted)
+        if missing and self._backoff.ready(_METADATA, now):
+            self._ask_leaders(missing, now)
+        by_leader = self._by_leader(wanted, now)
+        if not by_leader:  # every partition waits: for its leader, or its back-off
+            self._wait(wanted, now, until)
+            return {}
         cap = self.max_bytes if budget is None else max(1, min(self.max_bytes, budget))
         ahead, self._ahead = self._ahead, None
         try:
@@ -224,14 +243,17 @@ class Fetcher:
                 pending = ahead.pending
             else:  # what was read ahead (if anything) is dropped unread: positions moved, partitions came back
                 pending = self._start(by_leader, cap, until)
-            answers = self._info.fetch_answers(pending)
-            self._failures.succeeded("fetch_request_failed", time.monotonic())
-        except KafkaUnavailableError as exc:
-            self._failures.failed("fetch_request_failed", time.monotonic(), error=str(exc))
-            for leader in list(by_leader):
-                for tp in by_leader[leader]:
-                    self._leaders.pop(tp, None)
-            return {}
+            answers, failed = self._info.fetch_results(pending)
+        except KafkaUnavailableError as exc:  # no connection at all (Kafka not reached at start)
+            answers, failed = {}, dict.fromkeys(by_leader, exc)
+        now = time.monotonic()
+        for leader, exc in failed.items():
+            self._leader_failed(leader, by_leader.get(leader, {}), exc, now)
+        for leader, offsets in by_leader.items():
+            if leader not in failed and any(tp in answers for tp in offsets):
+                self._backoff.succeeded(("broker", leader))
+                self._failures.succeeded("fetch_request_failed", now, key=(leader,))
+        leader_of = {tp: leader for leader, offsets in by_leader.items() for tp in offsets}
         out: dict[Partition, Fetched] = {}
         fetched = 0
         for tp, part in answers.items():
@@ -240,8 +262,10 @@ class Fetcher:
                 continue
             fetched += len(part.records or b"")
             if part.error_code:
-                self._fetch_error(tp, offset, part.error_code)
+                self._fetch_error(tp, offset, part.error_code, leader_of.get(tp))
                 continue
+            self._backoff.succeeded(tp)
+            self._failures.succeeded("fetch_partition_failed", now, key=tp)
             aborted = [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or ())]
             try:
                 records = decode_stored(part.records or b"", offset, aborted)
@@ -259,13 +283,57 @@ class Fetcher:
             self._read_ahead(left, skip, until)
         return out
 
-    def _by_leader(self, wanted: Mapping[Partition, int]) -> dict[int, dict[Partition, int]]:
+    def _ask_leaders(self, topics: set[str], now: float) -> None:
+        """The leaders of `topics`' partitions, asked of Kafka (every connection's broker list follows the answer:
+        RawClient.leaders); a failure is counted, logged with back-off, and asked again after the metadata's."""
+        try:
+            self._leaders.update(self._info.leaders(topics))
+        except Exception as exc:  # noqa: BLE001 - kafka-python's errors: counted, logged with back-off, asked again
+            self._backoff.failed(_METADATA, now)
+            name = kafka_error_name(exc)
+            self._errors.count(name, now=now)
+            self._failures.failed("metadata_request_failed", now, key=(name,), error=name, detail=repr(exc))
+            return
+        self._backoff.succeeded(_METADATA)
+        self._failures.succeeded("metadata_request_failed", now)
+
+    def _by_leader(self, wanted: Mapping[Partition, int], now: float) -> dict[int, dict[Partition, int]]:
+        """The partitions to fetch now, by leader: those with a known leader, neither backed off (the partition, or
+        its leader's whole Fetch)."""
         by_leader: dict[int, dict[Partition, int]] = {}
         for tp, off in wanted.items():
             leader = self._leaders.get(tp, -1)
-            if leader >= 0:
+            if leader >= 0 and self._backoff.ready(("broker", leader), now) and self._backoff.ready(tp, now):
                 by_leader.setdefault(leader, {})[tp] = off
         return by_leader
+
+    def _wait(self, wanted: Collection[Partition], now: float, until: float | None) -> None:
+        """Nothing to fetch now (every partition backed off, or its leader unknown): wait until the first may be
+        tried again, no longer than a Fetch would (max_wait_ms, or `until`), so the caller's loop neither spins
+        nor waits past its own duties."""
+        keys: list[Any] = [_METADATA]
+        for tp in wanted:
+            leader = self._leaders.get(tp, -1)
+            keys += [tp, ("broker", leader)] if leader >= 0 else []
+        waits = [w for k in keys if (w := self._backoff.wait(k, now)) > 0]
+        pause = min(waits) if waits else self._backoff.base_ms / 1000
+        pause = min(pause, self.max_wait_ms / 1000, max(0.0, until - now) if until is not None else math.inf)
+        if pause > 0:
+            time.sleep(pause)
+
+    def _leader_failed(self, leader: int, offsets: Mapping[Partition, int], exc: BaseException, now: float) -> None:
+        """A broker did not answer its Fetch (down, unreachable, unknown to the broker list): its partitions' leaders
+        are looked up again and it is backed off; counted per topic, logged per broker and error."""
+        self._backoff.failed(("broker", leader), now)
+        name = kafka_error_name(exc)
+        topics: dict[str, list[int]] = {}
+        for t, p in offsets:
+            self._leaders.pop((t, p), None)
+            topics.setdefault(t, []).append(p)
+        for t, ps in topics.items():
+            self._errors.count(name, topic=t, broker=leader, partitions=ps, now=now)
+        self._failures.failed("fetch_request_failed", now, key=(leader, name), broker=leader, error=name,
+                              partitions=show_partitions(offsets), detail=f"{type(exc).__name__}: {exc}")
 
     def _start(self, by_leader: Mapping[int, Mapping[Partition, int]], cap: int,
                until: float | None) -> PendingFetch:
@@ -286,7 +354,7 @@ class Fetcher:
         partitions with a known leader not paused or skipped. If they cannot be sent, the next round sends its own
         (and logs why they fail)."""
         by_leader = self._by_leader({tp: off for tp, off in self.positions.items()
-                                     if tp not in self.paused and tp not in skip})
+                                     if tp not in self.paused and tp not in skip}, time.monotonic())
         if not by_leader:
             return
         try:
@@ -295,19 +363,19 @@ class Fetcher:
             return
         self._ahead = _Ahead({tp: off for offsets in by_leader.values() for tp, off in offsets.items()}, pending)
 
-    def _fetch_error(self, tp: Partition, offset: int, code: int) -> None:
-        import kafka.errors
-
-        err = kafka.errors.for_code(code)
-        name = err.__name__
+    def _fetch_error(self, tp: Partition, offset: int, code: int, leader: int | None) -> None:
+        name = kafka_error_name(code)
         if name in _STALE_LEADER:
+            now = time.monotonic()
             self._leaders.pop(tp, None)
-            if name == "UnknownTopicOrPartitionError":
+            self._backoff.failed(tp, now)
+            self._errors.count(name, topic=tp[0], broker=leader, partitions=[tp[1]], now=now)
+            if name == "UNKNOWN_TOPIC_OR_PARTITION":
                 self.unknown_topics.add(tp[0])
-            self._failures.failed("fetch_partition_failed", time.monotonic(), topic=tp[0], partition=tp[1],
-                                  error=name)
+            self._failures.failed("fetch_partition_failed", now, key=(*tp, name), topic=tp[0], partition=tp[1],
+                                  broker=leader, error=name)
             return
-        if name == "OffsetOutOfRangeError":
+        if name == "OFFSET_OUT_OF_RANGE":
             # The records from `offset` are gone (retention, DeleteRecords: below the first offset now) or the
             # partition ends before it (truncated, or the topic deleted and recreated): a loss, for the caller to
             # log, count, mark and act on. With past_loss the partition is read on from its first record.
@@ -315,7 +383,10 @@ class Fetcher:
                 (first,) = self._info.list_offsets([tp], latest=False).values()
                 (end,) = self._info.list_offsets([tp], latest=True).values()
             except KafkaUnavailableError as exc:  # asked again at the next round
-                self._failures.failed("list_offsets_failed", time.monotonic(), error=str(exc))
+                name = kafka_error_name(exc)
+                self._errors.count(name, topic=tp[0], partitions=[tp[1]], now=time.monotonic())
+                self._failures.failed("list_offsets_failed", time.monotonic(), key=(name,), error=name,
+                                      detail=str(exc))
                 return
             if first <= offset <= end:  # in range again (the answer raced a leader change): fetch again
                 return
@@ -339,3 +410,11 @@ class Fetcher:
     def close(self) -> None:
         self._ahead = None
         self._info.close()
+
+
+def show_partitions(offsets: Iterable[Partition]) -> str:
+    """`t [0,2]; u [1]`: partitions by topic, for a log line."""
+    topics: dict[str, list[int]] = {}
+    for t, p in offsets:
+        topics.setdefault(t, []).append(p)
+    return "; ".join(f"{t} [{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(topics.items()))

@@ -31,6 +31,7 @@ from typing import Any
 
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.fetch_connection import FetchConnection
+from transcoder.kafka.retries import Backoff
 
 #: librdkafka property -> kafka-python KafkaAdminClient argument (security and TLS only).
 _KAFKA_PYTHON_NAMES = {
@@ -52,6 +53,12 @@ PRODUCE_API_KEY = 0
 #: an outage of a minute the batch producer stayed cut off for up to 30 s more. librdkafka's clients reconnect
 #: within reconnect.backoff.max.ms (10 s); this one within a second.
 RECONNECT_BACKOFF_MAX_MS = 1000
+RECONNECT_BACKOFF_MS = 50  # Kafka's reconnect.backoff.ms
+
+#: How old kafka-python's broker list (its ClusterMetadata) may grow before it asks again, unless the cluster config
+#: sets metadata.max.age.ms: kafka-python's default is 300 s. The list also follows every Metadata answer of the
+#: raw client's own (RawClient.leaders), and is asked again at once on a broker id it does not hold.
+METADATA_MAX_AGE_MS = 30_000
 
 #: A request gets this long beyond its own timeout for kafka-python to answer it (with the broker's response or
 #: its own timeout error) before the caller gives up waiting on it: see RawClient._start.
@@ -130,12 +137,15 @@ class RawClient:
 
     def __init__(self, librdkafka: Mapping[str, Any], *, timeout_s: float = 30.0) -> None:
         self._conf = kafka_python_config(librdkafka)
+        self._metadata_max_age_ms = int(librdkafka.get("metadata.max.age.ms", METADATA_MAX_AGE_MS))
         self._timeout_ms = int(timeout_s * 1000)
         self._admin: Any = None
         self._connections: Any = None  # kafka.net.KafkaConnectionManager, made by _net_client
         self._fetch_lock = threading.Lock()  # the Fetch connections: one caller at a time
         self._fetch_connections: dict[int, FetchConnection] = {}
-        self._fetch_failures: dict[int, tuple[int, float]] = {}  # node -> (failures in a row, no retry before)
+        #: Fetch connections that could not be opened, per broker: reconnect.backoff.ms (50 ms) doubling to
+        #: RECONNECT_BACKOFF_MAX_MS, as kafka-python's own connections back off
+        self._reconnects = Backoff(RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MAX_MS)
 
     def _net_client(self, **configs: Any) -> Any:
         """The admin client's network client (its `kafka_client` argument), made of a connection manager this
@@ -155,6 +165,7 @@ class RawClient:
                 self._admin = KafkaAdminClient(request_timeout_ms=self._timeout_ms,
                                                bootstrap_timeout_ms=self._timeout_ms,
                                                reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
+                                               metadata_max_age_ms=self._metadata_max_age_ms,
                                                kafka_client=self._net_client, **self._conf)
             except KPError as exc:
                 raise KafkaUnavailableError(
@@ -266,29 +277,39 @@ class RawClient:
         if connection is not None:
             connection.close()
             del self._fetch_connections[node_id]
-        failures, retry_at = self._fetch_failures.get(node_id, (0, 0.0))
-        if time.monotonic() < retry_at:
+        if not self._reconnects.ready(node_id, time.monotonic()):
             raise kafka.errors.NodeNotReadyError(node_id)
         manager = self._connection_manager()
         broker = manager.cluster.broker_metadata(node_id)
         if broker is None:
+            manager.cluster.request_update()  # a broker the list does not hold yet: asked again now
             raise kafka.errors.UnknownBrokerIdError(node_id)
         try:
             connection = FetchConnection(node_id, broker.host, broker.port, manager.config,
                                          manager.broker_version_data, timeout_s=self._timeout_ms / 1000)
         except kafka.errors.KafkaError:
-            backoff_s = min(RECONNECT_BACKOFF_MAX_MS, 50 * 2 ** failures) / 1000
-            self._fetch_failures[node_id] = (failures + 1, time.monotonic() + backoff_s)
+            self._reconnects.failed(node_id, time.monotonic())
             raise
-        self._fetch_failures.pop(node_id, None)
+        self._reconnects.succeeded(node_id)
         self._fetch_connections[node_id] = connection
         return connection
 
     def fetch_answers(self, pending: PendingFetch) -> dict[tuple[str, int], Any]:
         """The answers to fetch_start's requests (waiting for them), as fetch_many returns them."""
+        out, failed = self.fetch_results(pending)
+        if failed:
+            leader, exc = next(iter(failed.items()))
+            raise KafkaUnavailableError(f"fetching from broker {leader}: {type(exc).__name__}: {exc}",
+                                        retriable=True) from exc
+        return out
+
+    def fetch_results(self, pending: PendingFetch) -> tuple[dict[tuple[str, int], Any], dict[int, BaseException]]:
+        """The answers to fetch_start's requests (waiting for them): the partitions' answers of the leaders that
+        answered, and kafka-python's error per leader that did not (a broker down does not hold the others')."""
         import kafka.errors
 
         out: dict[tuple[str, int], Any] = {}
+        failed: dict[int, BaseException] = {}
         for leader, sent in zip(pending.leaders, pending.sent, strict=True):
             if isinstance(sent, Exception):
                 answer: Any = sent
@@ -302,12 +323,12 @@ class RawClient:
                 except kafka.errors.KafkaError as exc:
                     answer = exc
             if isinstance(answer, BaseException):
-                raise KafkaUnavailableError(f"fetching from broker {leader}: {type(answer).__name__}: {answer}",
-                                            retriable=True) from answer
+                failed[leader] = answer
+                continue
             for t in answer.responses:
                 for part in t.partitions:
                     out[(t.topic, part.partition_index)] = part
-        return out
+        return out, failed
 
     def list_offsets(self, partitions: Iterable[tuple[str, int]], *, latest: bool) -> dict[tuple[str, int], int]:
         """The earliest (log start) or latest (read_committed end) offset of each partition, asked of its leader.
@@ -414,14 +435,27 @@ class RawClient:
 
         A topic the broker does not know is left out. kafka-python's errors when the Metadata request is not
         answered (within the request timeout plus ANSWER_MARGIN_S).
+
+        The answer's brokers become the broker list every connection of this client is opened from (kafka-python's
+        ClusterMetadata.update_metadata, on its I/O thread, as its own refresh applies its answers): a leader named
+        here is a broker the Produce and Fetch connections can reach. Before, that list was refreshed only on a
+        connection error or every 300 s: a broker restarted after a controlled shutdown, leader again after a
+        preferred leader election, stayed unknown (UnknownBrokerIdError on every Produce) for up to 300 s.
         """
         from kafka.protocol.metadata import MetadataRequest
 
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
                                   allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
                                   include_topic_authorized_operations=False)
+        manager = self._connection_manager()
+
+        async def ask() -> Any:
+            response = await manager.send(request, node_id=None)
+            manager.cluster.update_metadata(response)
+            return response
+
         out = {}
-        for t in self._send(request, None).topics:
+        for t in self._start(ask).result().topics:
             if t.error_code:
                 continue
             for p in t.partitions:
@@ -546,7 +580,13 @@ class RawClient:
         manager = self._connection_manager()
 
         async def send() -> Any:
-            return await manager.send(request, node_id=node_id, request_timeout_ms=request_timeout_ms)
+            from kafka.errors import UnknownBrokerIdError
+
+            try:
+                return await manager.send(request, node_id=node_id, request_timeout_ms=request_timeout_ms)
+            except UnknownBrokerIdError:
+                manager.cluster.request_update()  # a broker the list does not hold yet: asked again now
+                raise
 
         return self._start(send, limit_s=None if request_timeout_ms is None else
                            request_timeout_ms / 1000 + ANSWER_MARGIN_S)

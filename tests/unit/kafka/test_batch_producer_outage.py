@@ -31,11 +31,14 @@ def test_a_repeated_failure_is_logged_at_once_then_every_30_s_with_a_count():
         flog.succeeded("metadata_request_failed", 1066.0)
         flog.succeeded("metadata_request_failed", 1067.0)  # nothing was failing: nothing to say
     failures = [e for e in logs if e["event"] == "metadata_request_failed"]
-    assert [e["failures"] for e in failures] == [1, 301, 601]
+    # each line: the failures since the last line, and the total of this outage
+    assert [e["failures"] for e in failures] == [1, 300, 300]
+    assert [e.get("total", 1) for e in failures] == [1, 301, 601]
     assert all(e["since"] == failures[0]["since"] and e["client_id"] == "c1" for e in failures)
     assert all(e["log_level"] == "warning" for e in failures)
     again = [e for e in logs if e["event"] == "kafka_requests_succeed_again"]
-    assert len(again) == 1 and again[0]["failures"] == 650 and again[0]["after_s"] == 66.0
+    assert len(again) == 1 and again[0]["total"] == 650 and again[0]["failures"] == 49
+    assert again[0]["after_s"] == 66.0
     # A new outage starts a new count.
     with structlog.testing.capture_logs() as logs:
         flog.failed("metadata_request_failed", 2000.0, error="ECONNREFUSED")

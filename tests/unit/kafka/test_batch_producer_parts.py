@@ -15,6 +15,7 @@ from transcoder.kafka.produce_batches import Batch, Round
 from transcoder.kafka.produce_errors import ProduceError, raises_kafka_exception
 from transcoder.kafka.produce_statistics import SentBatches
 from transcoder.kafka.producer_sequences import ProducerSequences
+from transcoder.kafka.retries import Backoff, KafkaErrors
 from transcoder.kafka.transaction_state import TransactionManager, TxnEvent
 
 TP = ("t", 0)
@@ -82,7 +83,7 @@ class _Failures:
     def failed(self, event: str, now: float, **fields: Any) -> None:
         pass
 
-    def succeeded(self, event: str, now: float) -> None:
+    def succeeded(self, event: str, now: float, **key: Any) -> None:
         pass
 
 
@@ -144,7 +145,8 @@ class _Host:
 
 
 def _round(host: _Host, records: int = 4) -> tuple[Sender, Round]:
-    sender = Sender(host, request_timeout_ms=1000, delivery_timeout_s=300, backoff_s=0.01)  # type: ignore[arg-type]
+    sender = Sender(host, request_timeout_ms=1000, delivery_timeout_s=300,  # type: ignore[arg-type]
+                    backoff=Backoff(10, 10), errors=KafkaErrors())
     base = host._seq.take(TP, records)
     batch = Batch(TP, [(b"k", b"v", (), 0, 2)] * records, base, b"payload", time.monotonic(), 2 * records)
     return sender, sender.start({TP: batch})

@@ -30,10 +30,10 @@ class Broker:
         self.sizes.append((max_bytes, partition_max_bytes, min_bytes))
         return by_leader
 
-    def fetch_answers(self, pending: Any) -> dict[tuple[str, int], Any]:
+    def fetch_results(self, pending: Any) -> tuple[dict[tuple[str, int], Any], dict[int, Exception]]:
         return {tp: SimpleNamespace(records=b"", error_code=0, aborted_transactions=(), last_stable_offset=5,
                                     high_watermark=5)
-                for offsets in pending.values() for tp in offsets}
+                for offsets in pending.values() for tp in offsets}, {}
 
 
 def test_each_fetch_waits_what_is_left_until_the_caller_s_deadline_when_it_is_sent():
