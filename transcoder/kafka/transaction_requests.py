@@ -26,6 +26,7 @@ from transcoder.kafka.produce_errors import (
     error_text,
     is_retriable,
 )
+from transcoder.kafka.retries import RETRY_BACKOFF_MAX_MS, delay_ms
 from transcoder.pipeline import batching
 from transcoder.pipeline.batching import TxnStep
 
@@ -115,6 +116,7 @@ class TransactionRequests:
         after the abort tells apart), or retriable (still failing at the deadline)."""
         key_type = _GROUP if group else _TRANSACTION
         key = self.transactions.group_id if group else self.transactions.transactional_id
+        failures = 0  # in a row, busy answers aside: the back-off doubles from retry.backoff.ms (KIP-580)
         while True:
             try:
                 node = self._coordinators.get(key_type)
@@ -146,7 +148,9 @@ class TransactionRequests:
                 self._failures.failed(f"{what}_failed", time.monotonic(), error=why)
             if time.monotonic() >= deadline:
                 raise ProduceError(code, where, retriable=True)
-            time.sleep(TXN_RETRY_BACKOFF_S if busy else self._backoff)
+            failures += 0 if busy else 1
+            time.sleep(TXN_RETRY_BACKOFF_S if busy else
+                       delay_ms(failures, self._backoff * 1000, RETRY_BACKOFF_MAX_MS) / 1000)
 
     def add_partitions(self, client: Any, producer_id: int, epoch: int,
                        tps: Collection[Partition]) -> AddedPartitions:
