@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from transcoder.kafka.retries import KafkaErrors
 from transcoder.kafka.statistics import Window
 from transcoder.metrics.registry import Metrics, MigrationMetrics, SettingScore
 
@@ -63,7 +64,7 @@ class Panel:
 
 def example_metrics() -> Metrics:
     """A registry as the service builds it, with one example of every series recorded (values are arbitrary)."""
-    metrics = Metrics()
+    metrics = Metrics(kafka_errors=KafkaErrors())  # its own tally: the process's counts nothing here
     metrics.cpu_source(lambda: {("orders", "consume"): 1.5}, lambda: {"orders": 1000})
     migration = MigrationMetrics(metrics.registry)  # as the service does with migration.verify_interval_s > 0
     lane = metrics.lane("orders")
@@ -79,6 +80,7 @@ def example_metrics() -> Metrics:
     lane.dead_lettered()
     lane.source_records_lost("orders", 0, 5)
     lane.backpressure()
+    metrics.kafka_errors.count("NOT_ENOUGH_REPLICAS", topic="orders.zstd", broker=3, partitions=[0])
     # the broker figures, as metrics.broker_figures sets them
     metrics.disk_bytes.labels(topic="orders", role="source").set(4e9)
     metrics.disk_ratio.labels(lane="orders", destination="orders.zstd", codec="zstd").set(4.0)

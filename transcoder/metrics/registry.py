@@ -24,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from transcoder.kafka.retries import KAFKA_ERRORS, KafkaErrors
 from transcoder.kafka.statistics import Window
 from transcoder.metrics.endpoints import Endpoints
 
@@ -153,8 +154,30 @@ class _CpuCollector(Collector):
         yield per_m
 
 
+class _KafkaErrorsCollector(Collector):
+    """transcoder_kafka_errors_total, read at scrape time from the tally the Kafka clients count into."""
+
+    def __init__(self, tally: KafkaErrors) -> None:
+        self.tally = tally
+
+    def collect(self) -> Iterator[object]:
+        from prometheus_client.core import CounterMetricFamily
+
+        fam = CounterMetricFamily(
+            "transcoder_kafka_errors", "Retriable Kafka errors met by transcoder's own Kafka clients (the record "
+            "sets' Fetches, its producer's Produce, their metadata requests), each retried after Kafka's "
+            "back-off: error is Kafka's name (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, UNKNOWN_BROKER_ID) or, for "
+            "a request not answered, the client's (KafkaConnectionError, KafkaTimeoutError); topic and broker (its "
+            "node id) empty where there is none.", labels=["error", "topic", "broker"])
+        for (error, topic, broker), n in sorted(self.tally.counts().items()):
+            fam.add_metric([error, topic, broker], n)
+        yield fam
+
+
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, kafka_errors: KafkaErrors | None = None) -> None:
+        """`kafka_errors`: the tally transcoder_kafka_errors_total is read from (the process's by default, which
+        the lanes' Kafka clients count into)."""
         self.registry = registry = registry if registry is not None else CollectorRegistry()
         r = registry
         self.records_in = Counter("transcoder_records_in_total", "Source records consumed by a lane.",
@@ -227,6 +250,8 @@ class Metrics:
                                     "Times a lane paused consuming because more than max_in_flight_bytes were in "
                                     "flight (unacknowledged).",
                                     ["lane"], registry=r)
+        self.kafka_errors = KAFKA_ERRORS if kafka_errors is None else kafka_errors
+        r.register(_KafkaErrorsCollector(self.kafka_errors))
 
         # Live scoring (evaluate: in the config). Candidate and current setting are separate metrics with the
         # same labels, one current series per destination, so "candidate vs current" is one division:

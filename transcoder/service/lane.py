@@ -30,6 +30,7 @@ from transcoder.errors import TranscoderError
 from transcoder.evaluate.live_scoring import Scorer
 from transcoder.kafka.clients import client_config, start_threads
 from transcoder.kafka.fetcher import Fetcher
+from transcoder.kafka.retries import KAFKA_ERRORS, in_flight_summary
 from transcoder.kafka.topic_ids import TopicIds
 from transcoder.kafka.watermarks import EndOffsets
 from transcoder.kafka.writer import Writer
@@ -476,7 +477,7 @@ class Lane:
         why = None
         if self.ledger.in_flight_bytes > 0 and now - since >= self._stall_s:
             why = (f"no acknowledgement for {now - since:.0f} s with {self.ledger.outstanding(self.assigned)} "
-                   "records in flight")
+                   f"records in flight: {in_flight_summary(self.ledger.pending, KAFKA_ERRORS.last(since=since))}")
         else:
             after = max(since, now - self._stall_s)  # errors keep coming (reconnect attempts) while it lasts
             err = next((e for t in self._error_trackers if (e := t.unreachable_since(after)) is not None), None)
