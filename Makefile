@@ -29,14 +29,19 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 
-# The whole suite: the import rules, unit tests, integration tests against a real broker the session starts, and
-# legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1, copied to a modern broker; Kafka 3.9
-# is fetched from Maven Central into ~/.cache/transcoder on first use); in TEST_WORKERS processes (pytest-xdist; 0:
-# one) each with a broker of its own, the Spark tests that share a SparkSession in one of them, the legacy ones in one,
-# the standalone Spark cluster's in one. A test process that dies (a native abort) ends the run, the test named: with a
-# replacement process, loadgroup's scheduler left every process idle and the run hung (fresh-clone CI of 36ffbdc).
+# The whole suite, in two pytest sessions. First the import rules, unit tests, integration tests against a real broker
+# the session starts, and legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1, copied to a
+# modern broker; Kafka 3.9 is fetched from Maven Central into ~/.cache/transcoder on first use); in TEST_WORKERS
+# processes (pytest-xdist; 0: one) each with a broker of its own, the Spark tests that share a SparkSession in one of
+# them, the legacy ones in one, the standalone Spark cluster's in one. A test process that dies (a native abort) ends
+# the run, the test named: with a replacement process, loadgroup's scheduler left every process idle and the run hung
+# (fresh-clone CI of 36ffbdc). Then tests/cluster, which that run leaves out: one process, one local 3-node KRaft
+# cluster for the session (three JVMs would not fit beside four test processes on 2 cores); its budget in CI is 7
+# minutes (start-up and the smoke tests: about 35 s). The second session runs even when the first failed; the
+# target fails when either did.
 test: venv kafka-jars lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --max-worker-restart 0
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --max-worker-restart 0 --ignore=tests/cluster; \
+	main=$$?; $(BIN)/python -m pytest tests/cluster; cluster=$$?; [ $$main -eq 0 ] && [ $$cluster -eq 0 ]
 
 # Start a local Kafka, seed 250 MB of nginx access logs, copy them into one topic per codec,
 # print the measured comparison and stop the broker.

@@ -1,4 +1,4 @@
-"""deploy/local/kafka's lifecycle on a second broker of its own: up from the cache, status, down, bad ports."""
+"""deploy/local/kafka's lifecycle on brokers of its own (one; three with --brokers): up, status, down, bad input."""
 
 from __future__ import annotations
 
@@ -122,3 +122,53 @@ def test_down_without_a_broker_is_harmless(tmp_path):
     assert proc.returncode == 0
     assert "no local broker was running" in proc.stderr
     assert os.path.exists(tmp_path) and not (tmp_path / "none" / "state.json").exists()
+
+
+def test_up_brokers_3_status_down(tmp_path):
+    state = tmp_path / "lk"
+    env = {"TRANSCODER_LOCAL_KAFKA_DIR": str(state), "PATH": _path_without_maven(tmp_path)}
+    up = run_cli("local-kafka", "up", "--brokers", "3", env=env)
+    try:
+        assert up.returncode == 0, up.stderr
+        bootstrap = up.stdout.strip().splitlines()[-1]
+        addresses = bootstrap.split(",")
+        assert len(addresses) == 3 and all(a.startswith("127.0.0.1:") for a in addresses)
+        assert len(_java_processes_using(state)) == 3
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer comes
+        described = admin.describe_cluster(request_timeout=10).result()
+        assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+        assert sorted(f"{n.host}:{n.port}" for n in described.nodes) == sorted(addresses)
+        assert _round_trip(bootstrap) == b"hello"
+
+        status = run_cli("local-kafka", "status", env=env)
+        assert status.returncode == 0, status.stderr
+        lines = status.stdout.strip().splitlines()
+        assert lines[0] == f"bootstrap {bootstrap}"
+        assert [line.split()[:3] for line in lines[2:]] == [["node", str(n), "running"] for n in (1, 2, 3)]
+        logs = run_cli("local-kafka", "logs", "--node", "2", "-n", "5", env=env)
+        assert logs.returncode == 0 and len(logs.stdout.splitlines()) == 5
+
+        # one state directory, one of the two at a time
+        single = run_cli("local-kafka", "up", env=env)
+        assert single.returncode == 2
+        assert single.stderr.strip().splitlines() == [
+            f"transcoder: error: a local cluster already runs at {bootstrap} from {state}; "
+            "run `transcoder local-kafka down` first"]
+        assert len(_java_processes_using(state)) == 3
+    finally:
+        down = run_cli("local-kafka", "down", env=env)
+    assert down.returncode == 0, down.stderr
+    assert f"stopped the Kafka cluster of 3 nodes at {bootstrap}" in down.stderr
+    assert _java_processes_using(state) == []
+    assert not any(state.glob("node-*/data"))
+    assert run_cli("local-kafka", "status", env=env).returncode == 1
+
+
+def test_brokers_out_of_range_is_one_line_and_exit_2(tmp_path):
+    env = {"TRANSCODER_LOCAL_KAFKA_DIR": str(tmp_path / "lk")}
+    for n in ("0", "10"):
+        proc = run_cli("local-kafka", "up", "--brokers", n, env=env)
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines() == [f"transcoder: error: --brokers takes 1 to 9 nodes, not {n}"]
+    assert not (tmp_path / "lk").exists()
