@@ -15,6 +15,14 @@ from transcoder.migrate import groups
 PER_PARTITION = 10
 
 
+@pytest.fixture
+def ga(admin, kafka):
+    """The group calls ask through a GroupAdmin: the session's AdminClient, and kafka-python for the coordinator."""
+    ga = groups.GroupAdmin.connect({"bootstrap.servers": kafka.bootstrap}, admin=admin, timeout_s=30)
+    yield ga
+    ga.close()
+
+
 def _fill(producer_factory, topic: str, partitions: int = 3, per_partition: int = PER_PARTITION) -> None:
     p = producer_factory()
     for part in range(partitions):
@@ -44,7 +52,7 @@ def _committed(consumer_factory, group: str, topic: str, partitions: int = 3) ->
     return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
 
-def test_groups_on_shows_committed_offsets_and_lag(admin, topic_factory, producer_factory, consumer_factory):
+def test_groups_on_shows_committed_offsets_and_lag(ga, topic_factory, producer_factory, consumer_factory):
     topic = topic_factory(partitions=3)
     _fill(producer_factory, topic)
     reader, lane = f"reader-{uuid.uuid4().hex[:8]}", f"lane-{uuid.uuid4().hex[:8]}"
@@ -57,7 +65,7 @@ def test_groups_on_shows_committed_offsets_and_lag(admin, topic_factory, produce
     _commit(other, topic, {0: 10, 1: 10, 2: 10})
     other.close()
 
-    found = {g.group_id: g for g in groups.groups_on(admin, topic, exclude=[lane])}
+    found = {g.group_id: g for g in groups.groups_on(ga, topic, exclude=[lane])}
     assert set(found) == {reader}
     g = found[reader]
     assert g.committed == {0: 4, 1: 7}
@@ -67,12 +75,12 @@ def test_groups_on_shows_committed_offsets_and_lag(admin, topic_factory, produce
     assert g.uncommitted == (2,)
     assert g.state == "Empty" and g.members == () and not g.simple
 
-    assert {g.group_id for g in groups.groups_on(admin, topic)} == {reader, lane}
-    assert groups.groups_on(admin, topic, exclude=[reader, lane]) == []
-    assert groups.describe_group(admin, lane, topic).lag == 0
+    assert {g.group_id for g in groups.groups_on(ga, topic)} == {reader, lane}
+    assert groups.groups_on(ga, topic, exclude=[reader, lane]) == []
+    assert groups.describe_group(ga, lane, topic).lag == 0
 
 
-def test_live_member_is_named_refused_and_waited_for(admin, kafka, topic_factory, producer_factory):
+def test_live_member_is_named_refused_and_waited_for(ga, kafka, topic_factory, producer_factory):
     topic = topic_factory(partitions=3)
     _fill(producer_factory, topic)
     group, client_id = f"live-{uuid.uuid4().hex[:8]}", f"live-app-{uuid.uuid4().hex[:6]}"
@@ -90,7 +98,7 @@ def test_live_member_is_named_refused_and_waited_for(admin, kafka, topic_factory
     poller = threading.Thread(target=keep_polling, daemon=True)
     poller.start()
     try:
-        view = groups.describe_group(admin, group, topic)
+        view = groups.describe_group(ga, group, topic)
         assert view.state == "Stable"
         assert [m.client_id for m in view.members] == [client_id]
         assert view.members[0].partitions == (0, 1, 2)
@@ -98,24 +106,24 @@ def test_live_member_is_named_refused_and_waited_for(admin, kafka, topic_factory
         assert view.committed == {0: 1, 1: 2, 2: 3}
 
         with pytest.raises(MigrationError, match=f"group {group} has 1 active member.*{client_id}@"):
-            groups.commit_offsets(admin, group, topic, {0: 5})
+            groups.commit_offsets(ga, group, topic, {0: 5})
         with pytest.raises(MigrationError, match=f"still has 1 active member.*{client_id}"):
-            groups.wait_empty(admin, group, topic, timeout_s=0.5, poll_s=0.2)
+            groups.wait_empty(ga, group, topic, timeout_s=0.5, poll_s=0.2)
 
         threading.Timer(1.0, stop.set).start()
         t0 = time.monotonic()
-        empty = groups.wait_empty(admin, group, topic, timeout_s=30, poll_s=0.2)
+        empty = groups.wait_empty(ga, group, topic, timeout_s=30, poll_s=0.2)
         assert time.monotonic() - t0 >= 0.9
         assert empty.members == () and empty.state == "Empty"
         assert empty.committed == {0: 1, 1: 2, 2: 3}
-        groups.commit_offsets(admin, group, topic, {0: 5})  # now allowed
-        assert groups.describe_group(admin, group, topic).committed == {0: 5, 1: 2, 2: 3}
+        groups.commit_offsets(ga, group, topic, {0: 5})  # now allowed
+        assert groups.describe_group(ga, group, topic).committed == {0: 5, 1: 2, 2: 3}
     finally:
         stop.set()
         poller.join(30)
 
 
-def test_commit_offsets_sets_exactly_the_offsets_given(admin, topic_factory, producer_factory, consumer_factory):
+def test_commit_offsets_sets_exactly_the_offsets_given(ga, topic_factory, producer_factory, consumer_factory):
     topic = topic_factory(partitions=3)
     _fill(producer_factory, topic)
     group = f"moved-{uuid.uuid4().hex[:8]}"
@@ -124,28 +132,28 @@ def test_commit_offsets_sets_exactly_the_offsets_given(admin, topic_factory, pro
     _commit(c, topic, {0: 1, 1: 1, 2: 1})
     c.close()
 
-    groups.commit_offsets(admin, group, topic, {0: 3, 2: 9})
+    groups.commit_offsets(ga, group, topic, {0: 3, 2: 9})
     assert _committed(consumer_factory, group, topic) == {0: 3, 1: 1, 2: 9}
 
     fresh = f"new-{uuid.uuid4().hex[:8]}"  # a group the cluster does not know yet: the commit creates it
-    groups.commit_offsets(admin, fresh, topic, {0: 2, 1: 4, 2: 10})
+    groups.commit_offsets(ga, fresh, topic, {0: 2, 1: 4, 2: 10})
     assert _committed(consumer_factory, fresh, topic) == {0: 2, 1: 4, 2: 10}
-    assert groups.describe_group(admin, fresh, topic).lag_by_partition == {0: 8, 1: 6, 2: 0}
+    assert groups.describe_group(ga, fresh, topic).lag_by_partition == {0: 8, 1: 6, 2: 0}
 
     with pytest.raises(MigrationError, match=rf"{topic} \[3\].*partitions 0\.\.2"):
-        groups.commit_offsets(admin, group, topic, {3: 0})
+        groups.commit_offsets(ga, group, topic, {3: 0})
     with pytest.raises(MigrationError, match="offsets are >= 0"):
-        groups.commit_offsets(admin, group, topic, {0: -1})
+        groups.commit_offsets(ga, group, topic, {0: -1})
 
 
-def test_unknown_group_and_group_without_offsets(admin, topic_factory, producer_factory, consumer_factory):
+def test_unknown_group_and_group_without_offsets(ga, topic_factory, producer_factory, consumer_factory):
     topic, elsewhere = topic_factory(partitions=3), topic_factory(partitions=1)
     _fill(producer_factory, elsewhere, partitions=1)
     unknown = f"nobody-{uuid.uuid4().hex[:8]}"
     with pytest.raises(MigrationError, match=f"group {unknown} is unknown to the cluster"):
-        groups.describe_group(admin, unknown, topic)
+        groups.describe_group(ga, unknown, topic)
     with pytest.raises(MigrationError, match=f"group {unknown} is unknown to the cluster"):
-        groups.wait_empty(admin, unknown, topic, timeout_s=1)
+        groups.wait_empty(ga, unknown, topic, timeout_s=1)
 
     group = f"other-topic-{uuid.uuid4().hex[:8]}"
     c = consumer_factory(**{"group.id": group})
@@ -153,7 +161,7 @@ def test_unknown_group_and_group_without_offsets(admin, topic_factory, producer_
     _commit(c, elsewhere, {0: 5})
     c.close()
     with pytest.raises(MigrationError, match=f"group {group} has no committed offsets on topic {topic}"):
-        groups.describe_group(admin, group, topic)
-    assert groups.groups_on(admin, topic) == []
+        groups.describe_group(ga, group, topic)
+    assert groups.groups_on(ga, topic) == []
     with pytest.raises(MigrationError, match="topic no-such-topic-.* does not exist"):
-        groups.groups_on(admin, f"no-such-topic-{uuid.uuid4().hex[:8]}")
+        groups.groups_on(ga, f"no-such-topic-{uuid.uuid4().hex[:8]}")

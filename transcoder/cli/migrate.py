@@ -286,7 +286,7 @@ def status(config_path: Path, destination: str | None, fmt: str) -> None:
     try:
         s = c.status()
     finally:
-        c.store.close()
+        c.close()
     if fmt == "json":
         _json(s)
         return

@@ -451,6 +451,11 @@ class MigrationConfig(_Model):
     lease_ms: int = Field(default=30_000, ge=1000)
     """A controller holds the migration for this many milliseconds after its last heartbeat, and a second controller
     is fenced meanwhile."""
+    api_timeout_ms: int = Field(default=60_000, ge=1000)
+    """How long each Kafka call of a `transcoder migrate` step may take, its retries included (Kafka's
+    `default.api.timeout.ms`): reading and writing the state topic, describing a group, reading and committing its
+    offsets. Retriable errors (a group coordinator or partition leader moving, a broker not answering) are tried
+    again until then; keep it above your cluster's failover time (a broker's session timeout plus an election)."""
     verify_range_records: int = Field(default=10_000, ge=1)
     """Source offsets per verification range (one digest per range and partition)."""
     verify_interval_s: float = Field(default=0.0, ge=0)

@@ -27,12 +27,13 @@ from confluent_kafka.admin import AdminClient
 from transcoder.config import Config
 from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError
 from transcoder.kafka import offset_map_topic
-from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, wait_settled
-from transcoder.kafka.clients import client_config, connect_admin
+from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, settling, wait_settled
+from transcoder.kafka.clients import client_config, connect_admin, retriable
 from transcoder.kafka.protocol import RawClient
-from transcoder.migrate import gates, groups, verify
+from transcoder.migrate import gates, groups, retry, verify
 from transcoder.migrate.lease import Lease
 from transcoder.migrate.plan import human_bytes, topic_facts
+from transcoder.migrate.retry import until_deadline
 from transcoder.migrate.state import StateStore, kafka_error
 from transcoder.migrate.target import Resolved, resolve
 from transcoder.pipeline.offset_runs import PartitionMap
@@ -91,12 +92,29 @@ class Controller:
         self.config = config
         self.mc = config.migration
         self.r: Resolved = resolve(config, destination)
+        #: Each Kafka call's time, its retries through a failover included (migration.api_timeout_ms).
+        self.api_timeout_s = self.mc.api_timeout_ms / 1000
         self.src_admin, _ = connect_admin(config.cluster.librdkafka())
         self.dst_admin = self.src_admin if config.destination_cluster is None else connect_admin(
             config.target_cluster.librdkafka())[0]
-        self.store = StateStore(config, self.r.destination)
+        # Group calls (to a group's coordinator) through their own clients: migrate.coordinator says why.
+        self.src_groups = groups.GroupAdmin.connect(config.cluster.librdkafka(), admin=self.src_admin,
+                                                    timeout_s=self.api_timeout_s)
+        self.dst_groups = self.src_groups if config.destination_cluster is None else groups.GroupAdmin.connect(
+            config.target_cluster.librdkafka(), admin=self.dst_admin, timeout_s=self.api_timeout_s)
+        self.store = StateStore(config, self.r.destination, timeout_s=self.api_timeout_s,
+                                delivery_timeout_ms=self.mc.api_timeout_ms)
         self.command = command
         self.lease = Lease(self.store, lease_ms=self.mc.lease_ms, owner=owner, command=command)
+
+    def close(self) -> None:
+        """Close the state store and the group clients (on this, their owner's, thread)."""
+        try:
+            self.store.close()
+        finally:
+            self.src_groups.close()
+            if self.dst_groups is not self.src_groups:
+                self.dst_groups.close()
 
     # ------------------------------------------------------------------ holding the migration
     def __enter__(self) -> Self:
@@ -105,14 +123,14 @@ class Controller:
             self.lease.acquire()
             self.lease.start_heartbeats()
         except Exception:  # refused, or the cluster: acquire wrote no claim it did not take back
-            self.store.close()
+            self.close()
             raise
         except BaseException:  # a signal while acquiring: a claim it may have written is withdrawn, not left
             try:
                 self.lease.withdraw()
             except Exception:
                 log.exception("lease_release_failed", migration=self.r.destination, owner=self.lease.owner)
-            self.store.close()
+            self.close()
             raise
         return self
 
@@ -122,7 +140,7 @@ class Controller:
         try:
             self._release(failing=exc is not None)
         finally:
-            self.store.close()
+            self.close()
 
     def _release(self, *, failing: bool) -> None:
         if not failing:
@@ -149,13 +167,12 @@ class Controller:
 
     # ------------------------------------------------------------------ facts
     def watermarks(self, topic: str, *, destination: bool = False) -> dict[int, tuple[int, int]]:
+        """(low, high) of each partition of `topic`, its leaders' failovers waited out (migration.api_timeout_ms)."""
         conf = (self.config.target_cluster if destination else self.config.cluster).librdkafka()
         c = Consumer(client_config(conf, **{"group.id": "transcoder-migrate-watermarks", "enable.auto.commit": False}))
         try:
-            md = c.list_topics(topic, timeout=15).topics.get(topic)
-            if md is None or md.error is not None:
-                raise MigrationError(f"topic {topic} does not exist", topic=topic)
-            return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in sorted(md.partitions)}
+            return until_deadline(lambda: _watermarks(c, topic), what=f"read the offsets of {topic}",
+                                  timeout_s=self.api_timeout_s, fields={"topic": topic})
         finally:
             c.close()
 
@@ -174,7 +191,7 @@ class Controller:
                     out[p] = None
                     continue
                 c.assign([TopicPartition(topic, p, start)])
-                deadline = time.monotonic() + 30
+                deadline = time.monotonic() + max(30.0, self.api_timeout_s)
                 found: int | None = -1
                 while found == -1:
                     if time.monotonic() > deadline:
@@ -198,7 +215,7 @@ class Controller:
         """The lane's committed source offsets (both engines commit them under a migration); None when its group
         has none yet."""
         try:
-            return dict(groups.describe_group(self.src_admin, self.r.lane_group, self.r.source).committed)
+            return dict(groups.describe_group(self.src_groups, self.r.lane_group, self.r.source).committed)
         except MigrationError:
             return None
 
@@ -229,11 +246,11 @@ class Controller:
         for g in chosen:
             if f"group/{g}" in st:
                 continue
-            view = groups.describe_group(self.src_admin, g, self.r.source)
+            view = groups.describe_group(self.src_groups, g, self.r.source)
             self._put(f"group/{g}", {"stage": "source", "source_offsets": _strs(view.committed),
                                      "registered_ms": _now_ms(), "history": [["source", _now_ms()]]})
         try:
-            lane = groups.describe_group(self.src_admin, self.r.lane_group, self.r.source)
+            lane = groups.describe_group(self.src_groups, self.r.lane_group, self.r.source)
             running = bool(lane.members)
         except MigrationError:
             running = False
@@ -243,7 +260,7 @@ class Controller:
         """MigrationError when groups have committed offsets on the destination: a migration happened there, and
         its state (in the state topic) is gone. The offset map is no sign of one: the lanes record it before
         `start`; a group's commit on the copy is (only a cutover makes one, or a consumer of the copy)."""
-        moved = groups.groups_on(self.dst_admin, self.r.destination, exclude=self.r.lane_groups)
+        moved = groups.groups_on(self.dst_groups, self.r.destination, exclude=self.r.lane_groups)
         if not moved:
             return
         g = moved[0]
@@ -261,7 +278,7 @@ class Controller:
         ids = list(dict.fromkeys(group_ids))
         if all_groups:
             if registering:
-                ids += [v.group_id for v in groups.groups_on(self.src_admin, self.r.source,
+                ids += [v.group_id for v in groups.groups_on(self.src_groups, self.r.source,
                                                              exclude=self.r.lane_groups)]
             ids += [k.split("/", 1)[1] for k in st if k.startswith("group/")]
             ids = list(dict.fromkeys(ids))
@@ -323,13 +340,18 @@ class Controller:
                          list(rec.get("forced", [])), "already on the destination")
         if stage == "moving":  # an interrupted cutover: commit the offsets it had computed
             src, dst = _ints(rec["source_offsets"]), _ints(rec["destination_offsets"])
-            view = self._quiet(g, self.r.source, wait_s, force)
-            self._refuse_rewind("cutover", g, self.dst_admin, self.r.destination, dst)
-            groups.commit_offsets(self.dst_admin, g, self.r.destination, dst)
+            self._quiet(g, self.r.source, wait_s, force)
+            landed = groups.committed_on(self.dst_groups, g, self.r.destination)
+            if resumed_commit_landed(landed, dst):
+                # the commit was made before the interruption (and the group may have read on since): done
+                return self._moved(g, rec, src, dst, list(rec.get("forced", [])),
+                                   "resumed an interrupted cutover (its commit had landed)")
+            self._refuse_rewind("cutover", g, self.dst_groups, self.r.destination, dst)
+            groups.commit_offsets(self.dst_groups, g, self.r.destination, dst)
             return self._moved(g, rec, src, dst, list(rec.get("forced", [])), "resumed an interrupted cutover")
-        view = groups.describe_group(self.src_admin, g, self.r.source)
+        view = groups.describe_group(self.src_groups, g, self.r.source)
         if view.members and wait_s is not None:
-            view = groups.wait_empty(self.src_admin, g, self.r.source, timeout_s=wait_s)
+            view = groups.wait_empty(self.src_groups, g, self.r.source, timeout_s=wait_s)
         committed = dict(view.committed)
         ends = self.watermarks(self.r.source)
         mismatch = st.get("mismatch", {}).get("line")
@@ -357,16 +379,17 @@ class Controller:
         first.update({p: c for p, c in committed.items() if p not in starts})
         dest_ends = {p: h for p, (_, h) in self.watermarks(self.r.destination, destination=True).items()}
         dst = gates.forward(g, committed, maps, first, dest_ends)
-        self._refuse_rewind("cutover", g, self.dst_admin, self.r.destination, dst)
+        self._refuse_rewind("cutover", g, self.dst_groups, self.r.destination, dst)
         history = list(rec.get("history", [])) + [["moving", _now_ms()]]
         self._put(f"group/{g}", {**rec, "stage": "moving", "source_offsets": _strs(committed),
                                  "destination_offsets": _strs(dst), "forced": forced, "history": history})
-        groups.commit_offsets(self.dst_admin, g, self.r.destination, dst)
+        groups.commit_offsets(self.dst_groups, g, self.r.destination, dst)
         return self._moved(g, {**rec, "history": history}, committed, dst, forced, "")
 
-    def _refuse_rewind(self, step: str, g: str, admin: AdminClient, topic: str, offsets: Mapping[int, int]) -> None:
+    def _refuse_rewind(self, step: str, g: str, ga: groups.GroupAdmin, topic: str, offsets: Mapping[int, int]
+                       ) -> None:
         """MigrationError (nothing committed) if committing `offsets` would move group `g` backwards on `topic`."""
-        found = gates.rewinds(groups.committed_on(admin, g, topic), offsets)
+        found = gates.rewinds(groups.committed_on(ga, g, topic), offsets)
         if found:
             log.info("rewind_refused", step=step, group=g, topic=topic,
                      partitions={r.partition: [r.committed, r.translated] for r in found})
@@ -384,13 +407,13 @@ class Controller:
         return Moved(g, "moved", src, dst, forced, detail)
 
     def _quiet(self, g: str, topic: str, wait_s: float | None, force: bool) -> groups.GroupView:
-        view = groups.describe_group(self.src_admin if topic == self.r.source else self.dst_admin, g, topic)
+        view = groups.describe_group(self.src_groups if topic == self.r.source else self.dst_groups, g, topic)
         if view.members:
             if wait_s is None:
                 raise MigrationError(f"group {g} has active members: "
                                      f"{', '.join(f'{m.client_id}@{m.host}' for m in view.members)} "
                                      "(stop them, or use --wait)")
-            view = groups.wait_empty(self.src_admin if topic == self.r.source else self.dst_admin, g, topic,
+            view = groups.wait_empty(self.src_groups if topic == self.r.source else self.dst_groups, g, topic,
                                      timeout_s=wait_s)
         return view
 
@@ -419,8 +442,8 @@ class Controller:
                        "destination_offsets_at_rollback": _strs(dict(view.committed)), "history": history}
                 self._put(f"group/{g}", rec)
                 self._quiet(g, self.r.source, wait_s, False)
-            self._refuse_rewind("rollback", g, self.src_admin, self.r.source, src)
-            groups.commit_offsets(self.src_admin, g, self.r.source, src)
+            self._refuse_rewind("rollback", g, self.src_groups, self.r.source, src)
+            groups.commit_offsets(self.src_groups, g, self.r.source, src)
             at = _now_ms()
             self._put(f"group/{g}", {**rec, "stage": "source", "source_offsets": _strs(src), "rolled_back_ms": at,
                                      "history": list(rec.get("history", [])) + [["source", at]]})
@@ -442,13 +465,13 @@ class Controller:
             rec = st[key]
             src_lag = dst_lag = None
             try:
-                v = groups.describe_group(self.src_admin, g, self.r.source)
+                v = groups.describe_group(self.src_groups, g, self.r.source)
                 src_lag = sum(max(0, src_ends[p][1] - c) for p, c in v.committed.items() if p in src_ends)
             except MigrationError:
                 pass
             dst_view = None
             try:
-                dst_view = groups.describe_group(self.dst_admin, g, self.r.destination)
+                dst_view = groups.describe_group(self.dst_groups, g, self.r.destination)
                 dst_lag = sum(max(0, dst_ends[p][1] - c) for p, c in dst_view.committed.items() if p in dst_ends)
             except MigrationError:
                 pass
@@ -500,7 +523,7 @@ class Controller:
         if left:
             raise MigrationError(f"migration {self.r.destination} cannot finish: group(s) {', '.join(sorted(left))} "
                                  "still read the source (cut them over, or roll them back and leave them out)")
-        assigned = groups.assigned_on(self.src_admin, self.r.source, exclude=self.r.lane_groups)
+        assigned = groups.assigned_on(self.src_groups, self.r.source, exclude=self.r.lane_groups)
         if assigned:
             names = "; ".join(f"{v.group_id} (" + ", ".join(f"{m.label} [{_parts(m.partitions)}]"
                                                           for m in v.members if m.partitions) + ")"
@@ -508,7 +531,7 @@ class Controller:
             raise MigrationError(f"migration {self.r.destination} cannot finish: group(s) {names} have live members "
                                  f"assigned partitions of {self.r.source} (committed or not): stop them, or add "
                                  "their groups (migrate start --group G) and cut them over", topic=self.r.source)
-        readers = [v for v in groups.groups_on(self.src_admin, self.r.source, exclude=self.r.lane_groups)
+        readers = [v for v in groups.groups_on(self.src_groups, self.r.source, exclude=self.r.lane_groups)
                    if v.members and f"group/{v.group_id}" not in st]
         if readers:
             names = ", ".join(f"{v.group_id} ({', '.join(m.client_id for m in v.members)})" for v in readers)
@@ -521,13 +544,43 @@ class Controller:
         return migration
 
 
+def resumed_commit_landed(committed: Mapping[int, int], translated: Mapping[int, int]) -> bool:
+    """Pure: whether an interrupted cutover's commit had been made, its group's offsets on the destination being
+    those it computed or past them on every partition (the group read on after it; nothing else commits there)."""
+    return bool(translated) and all(p in committed and committed[p] >= o for p, o in translated.items())
+
+
+def _watermarks(c: Consumer, topic: str, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
+    """One try at each partition's (low, high) of `topic` through consumer `c`: KafkaUnavailableError with Kafka's
+    error name when a broker does not answer (migrate.retry decides whether to try again)."""
+    try:
+        md = c.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if md is None or (md.error is not None and md.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise MigrationError(f"topic {topic} does not exist", topic=topic)
+        if md.error is not None:
+            raise KafkaException(md.error)
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s) for p in sorted(md.partitions)}
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        raise KafkaUnavailableError(f"cannot read the offsets of {topic}: {err.str() if err else exc}", topic=topic,
+                                    kafka_error=err.name() if err else None,
+                                    retriable=err is None or retriable(err)) from exc
+
+
 def read_maps(config: Config, destination: str, *, read: Callable[[Config, str], Any] = offset_map_topic.read,
-              settle_s: float = SETTLE_S) -> tuple[dict[int, PartitionMap], offset_map_topic.LaneHealth | None]:
+              settle_s: float = SETTLE_S, timeout_s: float | None = None
+              ) -> tuple[dict[int, PartitionMap], offset_map_topic.LaneHealth | None]:
     """The offset map of `destination` (offset_map_topic.read), its first moments waited out: `start` creates the
     offset-map topic when missing, and the step after it may find its partition without a leader yet
-    (NOT_LEADER_FOR_PARTITION and the like, at most `settle_s`). Any Kafka error left: one line naming the topic."""
+    (NOT_LEADER_FOR_PARTITION and the like, at most `settle_s`), and a failover of its leader (any retriable error,
+    for at most `timeout_s`: default migration.api_timeout_ms). Any Kafka error left: one line naming the topic."""
+    if timeout_s is None:
+        timeout_s = config.migration.api_timeout_ms / 1000 if config.migration else 60.0
     try:
-        return wait_settled(lambda: read(config, destination), timeout_s=settle_s)
+        return until_deadline(lambda: wait_settled(lambda: read(config, destination), timeout_s=settle_s),
+                              what=f"read offset-map topic {config.offset_map_topic}", timeout_s=timeout_s,
+                              fields={"topic": config.offset_map_topic},
+                              retry_on=lambda e: retry.retriable(e) and not settling(e))  # those: settle_s
     except KafkaException as exc:
         err = kafka_error(exc)
         why = f"{err.name()}: {err.str()}" if err is not None else str(exc)

@@ -1,37 +1,32 @@
 """Consumer groups of a topic: who reads it (members, committed offsets, lag), and moving a stopped group's offsets.
 
-The views are plain data (`GroupView`, `Member`); the functions here ask the cluster through an AdminClient.
+The views are plain data (`GroupView`, `Member`); the functions here ask the cluster through a `GroupAdmin`:
+confluent-kafka's AdminClient for topics and the list of groups, kafka-python (migrate.coordinator) for what a
+group's coordinator answers, each call tried again through a failover for at most the GroupAdmin's timeout.
 Kafka's answers are the truth: a commit is read back, and a group with members is never moved.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from transcoder.errors import KafkaUnavailableError, MigrationError, TranscoderError
-from transcoder.kafka.admin import _failure, _list_offsets, admin_retry, describe
-from transcoder.kafka.clients import retriable
+from transcoder.kafka.admin import _failure, _list_offsets, describe
+from transcoder.kafka.clients import connect_admin, retriable
+from transcoder.migrate.coordinator import Description, GroupRequests, error_name
+from transcoder.migrate.retry import until_deadline
 
-#: Seconds one admin request may take (lookup of the coordinator, the request, its answer).
-_REQUEST_TIMEOUT_S = 30.0
-#: Offset fetches in flight at once while looking for the groups of a topic (one request per group).
-_FETCHES_IN_FLIGHT = 64
+T = TypeVar("T")
 
-#: Kafka's names of the group states (as kafka-consumer-groups prints them).
-_STATE_NAMES = {
-    ConsumerGroupState.UNKNOWN: "Unknown",
-    ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
-    ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
-    ConsumerGroupState.STABLE: "Stable",
-    ConsumerGroupState.DEAD: "Dead",
-    ConsumerGroupState.EMPTY: "Empty",
-}
+#: Seconds one request may take (lookup of the coordinator, the request, its answer): a try, within a call's
+#: timeout (GroupAdmin.timeout_s), which may hold several.
+_REQUEST_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -86,7 +81,34 @@ class GroupView:
         return ", ".join(m.label for m in self.members) or "no member"
 
 
-# ---------------------------------------------------------------- one admin request each, retried while retriable
+# ---------------------------------------------------------------- the clients, and one request each, retried
+@dataclass
+class GroupAdmin:
+    """What the group calls ask through: `admin`, confluent-kafka's AdminClient for topics, their offsets and the
+    list of groups (no request of these goes to a group coordinator); `requests`, kafka-python's client for what
+    does (migrate.coordinator says why). `timeout_s` bounds each call, its retries through a coordinator or
+    leader failover included (migration.api_timeout_ms). Close it on the thread that made it."""
+
+    admin: AdminClient
+    requests: GroupRequests
+    timeout_s: float = 60.0
+
+    @classmethod
+    def connect(cls, librdkafka: Mapping[str, Any], *, timeout_s: float = 60.0,
+                admin: AdminClient | None = None) -> GroupAdmin:
+        """Clients of the cluster `librdkafka` describes (`admin`: an AdminClient of it already made)."""
+        if admin is None:
+            admin = connect_admin(librdkafka)[0]
+        return cls(admin, GroupRequests(librdkafka, timeout_s=min(timeout_s, _REQUEST_TIMEOUT_S)), timeout_s)
+
+    def close(self) -> None:
+        self.requests.close()
+
+    def retried(self, call: Callable[[], T], what: str, **fields: Any) -> T:
+        """`call()`, tried again through a failover for at most `timeout_s` (migrate.retry.until_deadline)."""
+        return until_deadline(call, what=what, timeout_s=self.timeout_s, fields=fields)
+
+
 def _error(exc: BaseException, what: str, **where: Any) -> TranscoderError:
     """A failed admin future as a transcoder error: unreachable/retriable -> KafkaUnavailableError, else
     MigrationError (an ACL, a bad request), with Kafka's error name and retriable flag."""
@@ -97,103 +119,65 @@ def _error(exc: BaseException, what: str, **where: Any) -> TranscoderError:
     return KafkaUnavailableError(f"{what}: {exc}", **where)
 
 
-def _raise_partition_error(err: KafkaError, what: str, topic: str, partition: int) -> None:
-    raise (KafkaUnavailableError if retriable(err) else MigrationError)(
-        f"{what}: {err.str()}", topic=topic, partition=partition, kafka_error=err.name(), retriable=retriable(err))
+def _group_ids(ga: GroupAdmin) -> list[str]:
+    def ask() -> list[str]:
+        try:
+            result = ga.admin.list_consumer_groups(request_timeout=_REQUEST_TIMEOUT_S).result()
+        except KafkaException as exc:
+            raise _error(exc, "cannot list the consumer groups") from exc
+        if result.errors:
+            # A broker that did not answer: its groups would be missing, and a plan would miss their readers.
+            raise _error(result.errors[0], "cannot list the consumer groups of every broker")
+        return sorted({g.group_id for g in result.valid or []})
+
+    return ga.retried(ask, "list the consumer groups")
 
 
-@admin_retry
-def _group_ids(admin: AdminClient) -> list[str]:
-    try:
-        result = admin.list_consumer_groups(request_timeout=_REQUEST_TIMEOUT_S).result()
-    except KafkaException as exc:
-        raise _error(exc, "cannot list the consumer groups") from exc
-    if result.errors:
-        # A broker that did not answer: its groups would be missing, and a plan would miss their readers.
-        raise _error(result.errors[0], "cannot list the consumer groups of every broker")
-    return sorted({g.group_id for g in result.valid or []})
-
-
-@admin_retry
-def _committed(admin: AdminClient, group_ids: list[str], topic: str, partitions: int) -> dict[str, dict[int, int]]:
+def _committed(ga: GroupAdmin, group_ids: list[str], topic: str, partitions: int) -> dict[str, dict[int, int]]:
     """Committed offsets of each group on `topic` (stable ones: pending transactional commits are waited for).
 
-    A group that disappeared since it was listed is left out.
+    A group the cluster does not know (or no longer) has none.
     """
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    out: dict[str, dict[int, int]] = {}
-    for i in range(0, len(group_ids), _FETCHES_IN_FLIGHT):
-        chunk = group_ids[i:i + _FETCHES_IN_FLIGHT]
-        futures = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g, list(tps))],
-                                                        require_stable=True,
-                                                        request_timeout=_REQUEST_TIMEOUT_S)[g] for g in chunk}
-        for g, fut in futures.items():
-            try:
-                result = fut.result()
-            except KafkaException as exc:
-                if exc.args and isinstance(exc.args[0], KafkaError) and \
-                        exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                    continue
-                raise _error(exc, f"cannot read the committed offsets of group {g} on {topic}", topic=topic) from exc
-            offsets: dict[int, int] = {}
-            for tp in result.topic_partitions or []:
-                if tp.error is not None:
-                    _raise_partition_error(tp.error, f"cannot read the committed offset of group {g} on "
-                                                     f"{tp.topic} [{tp.partition}]", tp.topic, tp.partition)
-                if tp.topic == topic and tp.offset >= 0:
-                    offsets[tp.partition] = tp.offset
-            out[g] = offsets
-    return out
+    return {g: ga.retried(lambda g=g: ga.requests.committed(g, topic, partitions),  # type: ignore[misc]
+                          f"read the committed offsets of group {g} on {topic}", group=g,
+                          topic=topic) for g in group_ids}
 
 
-@admin_retry
-def _describe_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, Any]:
-    """ConsumerGroupDescription per group; None for a group the cluster does not know."""
+def _describe_groups(ga: GroupAdmin, group_ids: list[str]) -> dict[str, Description | None]:
+    """The coordinator's description per group; None for a group the cluster does not know."""
     if not group_ids:
         return {}
-    futures = admin.describe_consumer_groups(list(group_ids), request_timeout=_REQUEST_TIMEOUT_S)
-    out: dict[str, Any] = {}
-    for g, fut in futures.items():
-        try:
-            d = fut.result()
-        except KafkaException as exc:
-            if exc.args and isinstance(exc.args[0], KafkaError) and \
-                    exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                out[g] = None  # newer brokers answer so for an unknown group
-                continue
-            raise _error(exc, f"cannot describe group {g}") from exc
-        # Older brokers describe an unknown group as Dead, with no member.
-        out[g] = None if getattr(d, "state", None) == ConsumerGroupState.DEAD else d
+    out: dict[str, Description | None] = {}
+    for g in group_ids:
+        out.update(ga.retried(lambda g=g: ga.requests.describe([g]), f"describe group {g}", group=g))  # type: ignore[misc]
     return out
 
 
-def _ends(admin: AdminClient, topic: str, partitions: int) -> dict[int, int]:
-    highs = _list_offsets(admin, [TopicPartition(topic, p) for p in range(partitions)], OffsetSpec.latest())
-    return {p: off for (_, p), off in highs.items()}
+def _ends(ga: GroupAdmin, topic: str, partitions: int) -> dict[int, int]:
+    def ask() -> dict[int, int]:
+        highs = _list_offsets(ga.admin, [TopicPartition(topic, p) for p in range(partitions)], OffsetSpec.latest())
+        return {p: off for (_, p), off in highs.items()}
+
+    return ga.retried(ask, f"read the end offsets of {topic}", topic=topic)
 
 
-def _partitions(admin: AdminClient, topic: str) -> int:
-    shape = describe(admin, topic)
+def _partitions(ga: GroupAdmin, topic: str) -> int:
+    shape = ga.retried(lambda: describe(ga.admin, topic), f"describe topic {topic}", topic=topic)
     if shape is None:
         raise MigrationError(f"topic {topic} does not exist", topic=topic)
     return shape.partitions
 
 
-def _members(description: Any, topic: str) -> tuple[Member, ...]:
-    out = []
-    for m in description.members or []:
-        tps = m.assignment.topic_partitions if m.assignment is not None else []
-        out.append(Member(consumer_id=m.member_id, client_id=m.client_id or "", host=(m.host or "").lstrip("/"),
-                          partitions=tuple(sorted(tp.partition for tp in tps or [] if tp.topic == topic))))
+def _members(description: Description, topic: str) -> tuple[Member, ...]:
+    out = [Member(consumer_id=m.member_id, client_id=m.client_id, host=m.host,
+                  partitions=tuple(sorted(m.assignment.get(topic, ())))) for m in description.members]
     return tuple(sorted(out, key=lambda m: (m.client_id, m.host, m.consumer_id)))
 
 
-def _view(group_id: str, topic: str, description: Any, committed: Mapping[int, int],
+def _view(group_id: str, topic: str, description: Description, committed: Mapping[int, int],
           ends: Mapping[int, int]) -> GroupView:
-    state = getattr(description, "state", ConsumerGroupState.UNKNOWN)
-    return GroupView(group_id=group_id, state=_STATE_NAMES.get(state, str(getattr(state, "name", state))),
-                     members=_members(description, topic), committed=dict(sorted(committed.items())),
-                     ends=dict(ends), simple=bool(getattr(description, "is_simple_consumer_group", False)),
+    return GroupView(group_id=group_id, state=description.state or "Unknown", members=_members(description, topic),
+                     committed=dict(sorted(committed.items())), ends=dict(ends), simple=description.simple,
                      topic=topic)
 
 
@@ -202,54 +186,54 @@ def _unknown(group_id: str) -> MigrationError:
                           "(kafka-consumer-groups --list shows the groups there are)")
 
 
-def _look(admin: AdminClient, group_id: str, topic: str, partitions: int) -> GroupView:
+def _look(ga: GroupAdmin, group_id: str, topic: str, partitions: int) -> GroupView:
     """The group on `topic` (its committed offsets may be none); MigrationError if the cluster does not know it."""
-    description = _describe_groups(admin, [group_id])[group_id]
+    description = _describe_groups(ga, [group_id])[group_id]
     if description is None:
         raise _unknown(group_id)
-    committed = _committed(admin, [group_id], topic, partitions).get(group_id, {})
-    return _view(group_id, topic, description, committed, _ends(admin, topic, partitions))
+    committed = _committed(ga, [group_id], topic, partitions).get(group_id, {})
+    return _view(group_id, topic, description, committed, _ends(ga, topic, partitions))
 
 
 # ---------------------------------------------------------------- the public calls
-def groups_on(admin: AdminClient, topic: str, *, exclude: Iterable[str] = ()) -> list[GroupView]:
+def groups_on(ga: GroupAdmin, topic: str, *, exclude: Iterable[str] = ()) -> list[GroupView]:
     """Every consumer group with a committed offset on `topic`, by group id; `exclude`: groups to leave out
     (transcoder's own lanes). Empty groups are included: a stopped application still reads the topic."""
-    partitions = _partitions(admin, topic)
+    partitions = _partitions(ga, topic)
     excluded = set(exclude)
-    ids = [g for g in _group_ids(admin) if g not in excluded]
-    committed = {g: c for g, c in _committed(admin, ids, topic, partitions).items() if c}
+    ids = [g for g in _group_ids(ga) if g not in excluded]
+    committed = {g: c for g, c in _committed(ga, ids, topic, partitions).items() if c}
     if not committed:
         return []
-    descriptions = _describe_groups(admin, sorted(committed))
-    ends = _ends(admin, topic, partitions)
-    return [_view(g, topic, descriptions[g], committed[g], ends)
-            for g in sorted(committed) if descriptions.get(g) is not None]
+    descriptions = _describe_groups(ga, sorted(committed))
+    ends = _ends(ga, topic, partitions)
+    return [_view(g, topic, d, committed[g], ends)
+            for g in sorted(committed) if (d := descriptions.get(g)) is not None]
 
 
-def describe_group(admin: AdminClient, group_id: str, topic: str) -> GroupView:
+def describe_group(ga: GroupAdmin, group_id: str, topic: str) -> GroupView:
     """One group on `topic`; MigrationError when the cluster does not know the group or it has no committed
     offset on the topic."""
-    view = _look(admin, group_id, topic, _partitions(admin, topic))
+    view = _look(ga, group_id, topic, _partitions(ga, topic))
     if not view.committed:
         raise MigrationError(f"group {group_id} has no committed offsets on topic {topic}: it does not read it "
                              "(or its offsets expired); name a group that does", topic=topic)
     return view
 
 
-def committed_on(admin: AdminClient, group_id: str, topic: str) -> dict[int, int]:
+def committed_on(ga: GroupAdmin, group_id: str, topic: str) -> dict[int, int]:
     """The group's committed offsets on `topic` (partition -> offset); {} when it has none or the cluster does not
     know the group."""
-    return dict(sorted(_committed(admin, [group_id], topic, _partitions(admin, topic)).get(group_id, {}).items()))
+    return dict(sorted(_committed(ga, [group_id], topic, _partitions(ga, topic)).get(group_id, {}).items()))
 
 
-def assigned_on(admin: AdminClient, topic: str, *, exclude: Iterable[str] = ()) -> list[GroupView]:
+def assigned_on(ga: GroupAdmin, topic: str, *, exclude: Iterable[str] = ()) -> list[GroupView]:
     """Every consumer group with a live member assigned a partition of `topic`, committed or not, by group id
     (their views carry no committed offsets); `exclude`: groups to leave out (transcoder's own lanes)."""
     excluded = set(exclude)
-    ids = [g for g in _group_ids(admin) if g not in excluded]
+    ids = [g for g in _group_ids(ga) if g not in excluded]
     out = []
-    for g, description in sorted(_describe_groups(admin, ids).items()):
+    for g, description in sorted(_describe_groups(ga, ids).items()):
         if description is None:
             continue
         view = _view(g, topic, description, {}, {})
@@ -264,29 +248,31 @@ def _refuse_active(view: GroupView, topic: str, what: str) -> MigrationError:
         "consumers first (or wait for their session.timeout.ms)", topic=topic)
 
 
-def commit_offsets(admin: AdminClient, group_id: str, topic: str, offsets: Mapping[int, int]) -> None:
+def commit_offsets(ga: GroupAdmin, group_id: str, topic: str, offsets: Mapping[int, int]) -> None:
     """Set the group's committed offsets on `topic` to exactly `offsets` (partition -> offset) and read them back.
 
     Refused while the group has members: a running consumer would overwrite them with its next commit
     (the broker refuses too, with UNKNOWN_MEMBER_ID, should one join in between). A group the cluster
-    does not know yet is created by the commit.
+    does not know yet is created by the commit. A commit whose answer was lost in a failover is sent again:
+    committing the same offsets twice is the same commit.
     """
     if not offsets:
         raise MigrationError(f"no offsets given to commit for group {group_id} on {topic}", topic=topic)
-    partitions = _partitions(admin, topic)
+    partitions = _partitions(ga, topic)
     bad = sorted(p for p, off in offsets.items() if not 0 <= p < partitions or off < 0)
     if bad:
         p = bad[0]
         raise MigrationError(f"cannot commit offset {offsets[p]} on {topic} [{p}] for group {group_id}: "
                              f"{topic} has partitions 0..{partitions - 1} and offsets are >= 0",
                              topic=topic, partition=p)
-    description = _describe_groups(admin, [group_id])[group_id]
+    description = _describe_groups(ga, [group_id])[group_id]
     if description is not None:
         view = _view(group_id, topic, description, {}, {})
         if view.active:
             raise _refuse_active(view, topic, f"its offsets on {topic} cannot be moved")
-    _alter(admin, group_id, topic, offsets)
-    back = _committed(admin, [group_id], topic, partitions).get(group_id, {})
+    ga.retried(lambda: _alter(ga, group_id, topic, offsets), f"commit offsets of group {group_id} on {topic}",
+               group=group_id, topic=topic)
+    back = _committed(ga, [group_id], topic, partitions).get(group_id, {})
     wrong = sorted(p for p, off in offsets.items() if back.get(p) != off)
     if wrong:
         p = wrong[0]
@@ -295,45 +281,43 @@ def commit_offsets(admin: AdminClient, group_id: str, topic: str, offsets: Mappi
                              "between? Stop it and try again", topic=topic, partition=p)
 
 
-@admin_retry
-def _alter(admin: AdminClient, group_id: str, topic: str, offsets: Mapping[int, int]) -> None:
-    request = ConsumerGroupTopicPartitions(group_id, [TopicPartition(topic, p, off)
-                                                      for p, off in sorted(offsets.items())])
-    fut = admin.alter_consumer_group_offsets([request], request_timeout=_REQUEST_TIMEOUT_S)[group_id]
-    try:
-        result = fut.result()
-    except KafkaException as exc:
-        raise _error(exc, f"cannot commit offsets of group {group_id} on {topic}", topic=topic) from exc
-    for tp in result.topic_partitions or []:
-        if tp.error is None:
+#: Kafka's answers to a commit without a member while the group has members.
+_ACTIVE = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION})
+
+
+def _alter(ga: GroupAdmin, group_id: str, topic: str, offsets: Mapping[int, int]) -> None:
+    for p, code in sorted(ga.requests.commit(group_id, topic, offsets).items()):
+        if not code:
             continue
-        if tp.error.code() in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS,
-                               KafkaError.ILLEGAL_GENERATION):
+        if code in _ACTIVE:
             # The group is not empty: a member joined since it was described.
-            description = _describe_groups(admin, [group_id])[group_id]
+            description = _describe_groups(ga, [group_id])[group_id]
             view = _view(group_id, topic, description, {}, {}) if description is not None else None
             who = f" ({view.who()})" if view is not None and view.active else ""
             raise MigrationError(f"group {group_id} has active members{who}, so the broker refused to move its "
                                  f"offsets on {topic}: stop its consumers first", topic=topic,
-                                 partition=tp.partition, kafka_error=tp.error.name())
-        _raise_partition_error(tp.error, f"cannot commit offset {tp.offset} of group {group_id} on "
-                                         f"{tp.topic} [{tp.partition}]", tp.topic, tp.partition)
+                                 partition=p, kafka_error=error_name(code))
+        err = KafkaError(code)
+        raise (KafkaUnavailableError if retriable(err) else MigrationError)(
+            f"cannot commit offset {offsets.get(p)} of group {group_id} on {topic} [{p}]: {err.str()}", topic=topic,
+            partition=p, kafka_error=err.name(), retriable=retriable(err))
 
 
-def wait_empty(admin: AdminClient, group_id: str, topic: str, *, timeout_s: float,
+def wait_empty(ga: GroupAdmin, group_id: str, topic: str, *, timeout_s: float,
                poll_s: float = 1.0) -> GroupView:
     """Wait until the group has no member; its view on `topic` then (committed offsets as they are after the
-    members left). MigrationError naming who is still there after `timeout_s`, or if the group is unknown."""
-    partitions = _partitions(admin, topic)
+    members left). MigrationError naming who is still there after `timeout_s`, or if the group is unknown.
+    A coordinator failover meanwhile is waited out (each description within the client's `timeout_s`)."""
+    partitions = _partitions(ga, topic)
     deadline = time.monotonic() + timeout_s
     while True:
-        description = _describe_groups(admin, [group_id])[group_id]
+        description = _describe_groups(ga, [group_id])[group_id]
         if description is None:
             raise _unknown(group_id)
         view = _view(group_id, topic, description, {}, {})
         if not view.active:
             # The members' last commits are in: read the offsets now, not before they left.
-            return _look(admin, group_id, topic, partitions)
+            return _look(ga, group_id, topic, partitions)
         if time.monotonic() >= deadline:
             raise MigrationError(
                 f"group {group_id} still has {len(view.members)} active member(s) after {timeout_s:g} s: "

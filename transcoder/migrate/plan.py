@@ -22,7 +22,7 @@ from transcoder.kafka.admin import TopicShape, describe, describe_configs, end_o
 from transcoder.kafka.clients import connect_admin
 from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.provisioning import zstd_problem
-from transcoder.migrate.groups import GroupView, describe_group, groups_on
+from transcoder.migrate.groups import GroupAdmin, GroupView, describe_group, groups_on
 from transcoder.migrate.target import pick
 from transcoder.pipeline import routes
 from transcoder.pipeline.routes import LaneSpec, Plan, Target
@@ -334,10 +334,10 @@ def _produce_version(info: RawClient) -> int | None:
         return None
 
 
-def _groups(admin: AdminClient, topic: str, names: Iterable[str] | None, lane_groups: Iterable[str]) -> list[GroupView]:
+def _groups(ga: GroupAdmin, topic: str, names: Iterable[str] | None, lane_groups: Iterable[str]) -> list[GroupView]:
     if names is None:
-        return groups_on(admin, topic, exclude=lane_groups)
-    return [describe_group(admin, g, topic) for g in dict.fromkeys(names)]
+        return groups_on(ga, topic, exclude=lane_groups)
+    return [describe_group(ga, g, topic) for g in dict.fromkeys(names)]
 
 
 def make_plan(config: Config, destination: str | None, *, groups: list[str] | None,
@@ -363,7 +363,12 @@ def make_plan(config: Config, destination: str | None, *, groups: list[str] | No
         src_info.close()
         if dst_info is not src_info:
             dst_info.close()
-    views = _groups(src_admin, resolved.source, groups, resolved.lane_groups)
+    timeout_s = config.migration.api_timeout_ms / 1000 if config.migration else 60.0
+    ga = GroupAdmin.connect(config.cluster.librdkafka(), admin=src_admin, timeout_s=timeout_s)
+    try:
+        views = _groups(ga, resolved.source, groups, resolved.lane_groups)
+    finally:
+        ga.close()
     return assemble(config, resolved.target, source=source, destination=dest, groups=views,
                     lane_group=resolved.lane_group, max_produce_version=version, groups_named=groups is not None,
                     config_path=config_path)

@@ -37,6 +37,7 @@ from transcoder.kafka.admin import (
     SETTLING_ERRORS,
     describe_configs,
     ensure,
+    settling,
     wait_settled,
 )
 from transcoder.kafka.clients import (
@@ -45,6 +46,8 @@ from transcoder.kafka.clients import (
     connect_admin,
     retriable,
 )
+from transcoder.migrate import retry
+from transcoder.migrate.retry import until_deadline
 
 log = structlog.get_logger("transcoder.migrate")
 
@@ -86,18 +89,21 @@ class StateStore:
     Writes are synchronous (acks=all, idempotent producer): when `put` returns, every later `read` (by any
     process) sees the record. A read covers the topic from its start to the end offset seen when the read
     starts. Thread-safe: one lock serializes reads and writes (the lease heartbeats from a thread of its own).
-    A cluster that does not answer gives KafkaUnavailableError after `timeout_s` (writes: after the delivery
-    timeout), never a hang.
+    A read is tried again through a failover (a broker or the partition's leader not answering: migrate.retry)
+    for at most `timeout_s`, each try waiting at most `try_s`; a write waits for its acknowledgement at most the
+    delivery timeout (librdkafka retries it meanwhile). Then KafkaUnavailableError, never a hang.
     """
 
     def __init__(self, config: Config, migration: str, *, topic: str | None = None,
-                 timeout_s: float = 10.0, delivery_timeout_ms: int = 10_000) -> None:
+                 timeout_s: float = 10.0, delivery_timeout_ms: int = 10_000, try_s: float = 10.0) -> None:
         if not migration or "/" in migration:
             raise ConfigError(f"migration id {migration!r} must be non-empty and contain no '/': "
                               "it prefixes the migration's keys in the state topic")
         self.migration = migration
         self.topic = topic or config.state_topic
         self.timeout_s = timeout_s
+        #: One read's try: its metadata and watermark requests each wait at most this long.
+        self.try_s = min(try_s, timeout_s)
         #: A write not acknowledged within this is an error (librdkafka's message.timeout.ms).
         self.delivery_timeout_ms = delivery_timeout_ms
         self._base = config.target_cluster.librdkafka()
@@ -119,7 +125,7 @@ class StateStore:
             if self._ensured:
                 return
             try:
-                admin, _ = connect_admin(self._base, timeout=self.timeout_s)
+                admin, _ = connect_admin(self._base, timeout=self.try_s)
             except KafkaUnavailableError as exc:
                 raise KafkaUnavailableError(f"migration {self.migration}: cannot create or check state topic "
                                             f"{self.topic}: {exc}; check the cluster is reachable and run the "
@@ -151,7 +157,9 @@ class StateStore:
     def read_records(self) -> dict[str, StateRecord]:
         """The latest record of every key of this migration, tombstones included (value None)."""
         with self._lock:
-            raw = self._read_raw()
+            raw = until_deadline(self._read_raw, what=f"read state topic {self.topic} of migration {self.migration}",
+                                 timeout_s=self.timeout_s, fields={"topic": self.topic},
+                                 retry_on=lambda e: retry.retriable(e) and not settling(e))  # those: _read_raw
         out: dict[str, StateRecord] = {}
         for key, (value, offset, ts) in raw.items():
             name = key[len(self._prefix):]
@@ -190,15 +198,17 @@ class StateStore:
             why = exc.args[0].str()
         else:
             why = str(exc)
+        err = kafka_error(exc)
         return KafkaUnavailableError(f"migration {self.migration}: cannot {what} state topic {self.topic} at "
-                                     f"{self._bootstrap} within {self.timeout_s:g}s: {why}; check the cluster is "
-                                     "reachable and run the command again", topic=self.topic)
+                                     f"{self._bootstrap} within {self.try_s:g}s: {why}; check the cluster is "
+                                     "reachable and run the command again", topic=self.topic,
+                                     kafka_error=err.name() if err is not None else "_TIMED_OUT")
 
     def _read_raw(self) -> dict[str, tuple[bytes | None, int, int]]:
         """Key -> (value, offset, timestamp) of the latest record of each key with this migration's prefix."""
         consumer = self._reader()
         try:
-            ends = wait_settled(lambda: self._ends(consumer), timeout_s=max(self.timeout_s, SETTLE_S))
+            ends = wait_settled(lambda: self._ends(consumer), timeout_s=max(self.try_s, SETTLE_S))
         except KafkaException as exc:
             err = kafka_error(exc)
             if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -206,7 +216,7 @@ class StateStore:
             if err is not None and err.code() in SETTLING_ERRORS:
                 raise KafkaUnavailableError(
                     f"migration {self.migration}: partition 0 of state topic {self.topic} still answers "
-                    f"{err.name()} {max(self.timeout_s, SETTLE_S):g}s after it was asked for: its leader is not "
+                    f"{err.name()} {max(self.try_s, SETTLE_S):g}s after it was asked for: its leader is not "
                     "elected (check the brokers' controller) and run the command again", topic=self.topic,
                     partition=0, kafka_error=err.name(), retriable=True) from exc
             raise self._unreachable("read", exc, self._consumer_errors) from exc
@@ -238,7 +248,7 @@ class StateStore:
         store. A KafkaException with the error of the metadata or the watermark request (SETTLING_ERRORS while
         the topic is new, which `wait_settled` waits out; UNKNOWN_TOPIC_OR_PART too when this store created it)."""
         try:
-            md = consumer.list_topics(self.topic, timeout=self.timeout_s)
+            md = consumer.list_topics(self.topic, timeout=self.try_s)
         except KafkaException:
             consumer.poll(0)  # serves error_cb: the connection error behind the timeout
             raise
@@ -256,7 +266,7 @@ class StateStore:
         p0 = t.partitions.get(0)
         if p0 is not None and p0.error is not None and p0.error.code() in SETTLING_ERRORS:
             raise KafkaException(p0.error)
-        return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=self.timeout_s)
+        return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=self.try_s)
 
     def _take(self, m: Message, high: int, latest: dict[str, tuple[bytes | None, int, int]]) -> int:
         """Fold one message into `latest`; the offset read up to."""
@@ -328,7 +338,7 @@ class StateStore:
                 except (KafkaException, BufferError) as exc:
                     raise MigrationError(f"migration {self.migration}: cannot write state key {key} to topic "
                                          f"{self.topic}: {exc}", topic=self.topic) from exc
-            left = producer.flush(self.delivery_timeout_ms / 1000 + self.timeout_s)
+            left = producer.flush(self.delivery_timeout_ms / 1000 + self.try_s)
             if failed:
                 key, err = failed[0]
                 why = err.str()

@@ -59,9 +59,25 @@ def test_a_leader_that_never_comes_is_one_line_naming_the_topic(slept: list[floa
     assert "after 0.3s" in line and sum(slept) == pytest.approx(0.3)
 
 
-def test_other_kafka_errors_are_one_line_at_once(slept: list[float]) -> None:
-    read = reader(KafkaError._TRANSPORT)
+def test_a_final_kafka_error_is_one_line_at_once(slept: list[float]) -> None:
+    read = reader(KafkaError.TOPIC_AUTHORIZATION_FAILED)
     with pytest.raises(KafkaUnavailableError,
-                       match=f"cannot read offset-map topic {CONF.offset_map_topic}: _TRANSPORT"):
+                       match=f"cannot read offset-map topic {CONF.offset_map_topic}: TOPIC_AUTHORIZATION_FAILED"):
         read_maps(CONF, "a.zstd", read=read)
     assert len(read.calls) == 1 and slept == []
+
+
+def test_a_broker_failing_over_is_waited_out(slept: list[float]) -> None:
+    """A leader's broker gone for a moment (no answer: _TRANSPORT, _TIMED_OUT) is tried again, not an error."""
+    read = reader(KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
+    assert read_maps(CONF, "a.zstd", read=read) == ({}, None)
+    assert len(read.calls) == 3 and len(slept) == 2
+
+
+def test_a_broker_that_stays_away_is_one_line_after_the_api_timeout(slept: list[float]) -> None:
+    read = reader(*[KafkaError._TRANSPORT] * 10_000)
+    with pytest.raises(KafkaUnavailableError) as err:
+        read_maps(CONF, "a.zstd", read=read, timeout_s=20)
+    line = str(err.value)
+    assert "\n" not in line and f"offset-map topic {CONF.offset_map_topic} within 20s (_TRANSPORT" in line
+    assert sum(slept) == pytest.approx(20) and err.value.kafka_error == "_TRANSPORT"
