@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.three_brokers import REPLICAS
+from tests.support.three_brokers import REPLICAS, admin_client
 from transcoder.dev.local_kafka import LocalCluster
 from transcoder.kafka.admin import wait_leaders
 
@@ -36,7 +36,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @dataclass
 class ThreeBrokers:
     """The session's cluster: its bootstrap list (every node), the LocalCluster (kill, stop, start, pause, resume
-    a node), and an AdminClient on it."""
+    a node), and an AdminClient on it (three_brokers.admin_client: it finds a live node for its controller
+    requests within a second of one dying)."""
 
     bootstrap: str
     local: LocalCluster
@@ -48,8 +49,7 @@ def cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreeBrokers]
     local = LocalCluster(tmp_path_factory.mktemp("cluster3"))
     st = local.up(brokers=REPLICAS, lean=True)  # lean: half the CPU of each JVM (LEAN_JVM), on a 2-core machine
     try:
-        yield ThreeBrokers(bootstrap=st.bootstrap, local=local,
-                           admin=AdminClient({"bootstrap.servers": st.bootstrap}))
+        yield ThreeBrokers(bootstrap=st.bootstrap, local=local, admin=admin_client(st.bootstrap))
     finally:
         local.down()
 

@@ -20,6 +20,19 @@ from transcoder.kafka.protocol import RawClient
 REPLICAS = 3
 
 
+#: librdkafka sends an admin client's controller requests (DescribeCluster, ElectLeaders, ...) to the broker its
+#: metadata names as controller, and learns another only when it refreshes its metadata: every 5 min by default, so
+#: after that node was killed such a request waited 300 s. Every second, on a cluster whose nodes the tests kill.
+METADATA_REFRESH_MS = 1000
+
+
+def admin_client(bootstrap: str, **conf: Any) -> AdminClient:
+    """An AdminClient for the cluster that follows a killed or stopped node's requests to a live one within a
+    second (METADATA_REFRESH_MS)."""
+    return AdminClient({"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
+                        **conf})
+
+
 def _partitions(admin: AdminClient, topic: str) -> dict[int, Any]:
     """The topic's partitions as a broker's metadata has them now (PartitionMetadata: leader, replicas, isrs)."""
     md = admin.list_topics(topic=topic, timeout=10).topics[topic]
