@@ -36,12 +36,14 @@ lint: venv
 # them, the legacy ones in one, the standalone Spark cluster's in one. A test process that dies (a native abort) ends
 # the run, the test named: with a replacement process, loadgroup's scheduler left every process idle and the run hung
 # (fresh-clone CI of 36ffbdc). Then tests/cluster, which that run leaves out: one process, one local 3-node KRaft
-# cluster for the session (three JVMs would not fit beside four test processes on 2 cores); its budget in CI is 7
-# minutes (start-up and the smoke tests: about 35 s). The second session runs even when the first failed; the
-# target fails when either did.
+# cluster for the session (three JVMs would not fit beside four test processes on 2 cores). Its budget in CI is 7
+# minutes (start-up and the smoke tests: about 35 s); past 8 (--session-timeout, checked between tests) it stops and
+# fails, saying so, rather than stretch the run. The second session runs even when the first failed; the target
+# fails when either did.
 test: venv kafka-jars lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --max-worker-restart 0 --ignore=tests/cluster; \
-	main=$$?; $(BIN)/python -m pytest tests/cluster; cluster=$$?; [ $$main -eq 0 ] && [ $$cluster -eq 0 ]
+	main=$$?; $(BIN)/python -m pytest tests/cluster --session-timeout 480; cluster=$$?; \
+	[ $$main -eq 0 ] && [ $$cluster -eq 0 ]
 
 # Start a local Kafka, seed 250 MB of nginx access logs, copy them into one topic per codec,
 # print the measured comparison and stop the broker.

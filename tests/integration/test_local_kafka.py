@@ -140,6 +140,10 @@ def test_up_brokers_3_status_down(tmp_path):
         assert sorted(n.id for n in described.nodes) == [1, 2, 3]
         assert sorted(f"{n.host}:{n.port}" for n in described.nodes) == sorted(addresses)
         assert _round_trip(bootstrap) == b"hello"
+        # `seed` with no bootstrap finds the running cluster, as it finds the single broker
+        seeded = run_cli("seed", "--kind", "nginx", "--count", "1000", "--topic", "t", env=env)
+        assert seeded.returncode == 0, seeded.stderr
+        assert _count(bootstrap, "t") == 1000
 
         status = run_cli("local-kafka", "status", env=env)
         assert status.returncode == 0, status.stderr

@@ -64,12 +64,12 @@ class ByteSize(click.ParamType):
 
 
 def bootstrap(servers: str | None, local_state_dir: Path | None) -> str:
-    """The bootstrap servers given, else the running local broker's; ConfigError when neither."""
+    """The bootstrap servers given, else the running local broker's (or local cluster's); ConfigError when neither."""
     if servers:
         return servers
-    from transcoder.dev.local_kafka import LocalKafka
+    from transcoder.dev.local_kafka import LocalCluster, LocalKafka
 
-    st = LocalKafka(local_state_dir).state()
+    st = LocalKafka(local_state_dir).state() or LocalCluster(local_state_dir).state()
     if st is None:
         raise ConfigError("no --bootstrap-servers given (or TRANSCODER_BOOTSTRAP_SERVERS), "
                           "and no local broker runs: start one with `deploy/local/kafka up`")
