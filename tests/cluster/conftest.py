@@ -25,6 +25,7 @@ from transcoder.kafka.admin import wait_leaders
 HERE = Path(__file__).parent
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `cluster` every test of this directory; in a parallel run, all of them in one process (one cluster)."""
     for item in items:
