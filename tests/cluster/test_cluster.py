@@ -1,9 +1,13 @@
 """The 3-node cluster itself: three brokers, RF 3 topics in sync, a killed leader's partition led elsewhere with no
-record lost or doubled, the node back in the ISR after `start`, leadership back after a preferred election."""
+record lost or doubled, the node back in the ISR after `start` (refused, one line, while its port is taken or
+it still runs), leadership back after a preferred election."""
 
 from __future__ import annotations
 
+import socket
 import uuid
+
+import pytest
 
 from tests.support.three_brokers import (
     elect_preferred,
@@ -16,6 +20,7 @@ from tests.support.three_brokers import (
     wait_healthy,
     wait_leader,
 )
+from transcoder.errors import LocalKafkaError, PortInUseError
 
 
 def _records(first: int, count: int, partitions: int) -> list[tuple]:
@@ -62,8 +67,17 @@ def test_a_killed_leader_moves_leadership_and_loses_nothing(cluster3, cluster_to
     produce(cluster3.bootstrap, topic, after)
     assert read_committed(cluster3.bootstrap, topic) == _expected(before + after)
 
+    with socket.socket() as squatter:  # a port taken while its node was down: one line, nothing started
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the killed node's TIME_WAIT connections
+        squatter.bind(("127.0.0.1", local.port(victim)))
+        squatter.listen()
+        with pytest.raises(PortInUseError, match=rf"^port {local.port(victim)} on 127.0.0.1 is already in use"):
+            local.start(victim)
+    assert not local.running(victim)
     local.start(victim)
     assert local.running(victim)
+    with pytest.raises(LocalKafkaError, match=rf"^node {victim} of the local cluster still runs"):
+        local.start(victim)
     wait_healthy(admin, [topic])  # the restarted node caught up and is back in every ISR
     # no automatic rebalance (auto.leader.rebalance.enable=false): the partition stays with its successor ...
     assert leader_of(admin, topic, 0) == successor

@@ -176,3 +176,28 @@ def test_brokers_out_of_range_is_one_line_and_exit_2(tmp_path):
         assert proc.returncode == 2
         assert proc.stderr.strip().splitlines() == [f"transcoder: error: --brokers takes 1 to 9 nodes, not {n}"]
     assert not (tmp_path / "lk").exists()
+
+
+def test_a_cluster_node_that_cannot_bind_is_one_line_and_leaves_nothing_running(tmp_path, monkeypatch):
+    from transcoder.dev import local_kafka
+    from transcoder.errors import PortInUseError
+
+    state = tmp_path / "lc"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        chosen = local_kafka.fixed_ports(3)
+        # node 2's client port is taken between the choice and the bind, as another process could take it (two
+        # nodes, not three: the same path for a third less CPU)
+        monkeypatch.setattr(local_kafka, "fixed_ports", lambda n: [*chosen[:2], port, *chosen[2:]])
+        try:
+            local_kafka.LocalCluster(state).up(brokers=2, lean=True)
+        except PortInUseError as exc:
+            message = str(exc)
+        else:
+            raise AssertionError("up succeeded with a port taken")
+    assert message == (f"node 2 of the local cluster could not bind 127.0.0.1:{port} or controller port "
+                       f"{chosen[2]}: address already in use")
+    assert _java_processes_using(state) == []
+    assert not (state / "cluster.json").exists()

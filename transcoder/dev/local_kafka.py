@@ -693,7 +693,8 @@ class LocalCluster:
             self._wait_registered(st, procs, st.nodes, timeout)
         except BaseException:
             for proc in procs.values():
-                _kill_pid(proc.pid)
+                if proc.poll() is None:  # not a pid already reaped, which the system may have given another process
+                    _kill_pid(proc.pid)
             self._state_path.unlink(missing_ok=True)
             raise
         return st
@@ -775,7 +776,8 @@ class LocalCluster:
         try:
             self._wait_registered(st, {node: proc}, [node], timeout)
         except BaseException:
-            _kill_pid(proc.pid)
+            if proc.poll() is None:
+                _kill_pid(proc.pid)
             raise
         return st.node(node)
 
