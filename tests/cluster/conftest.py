@@ -60,9 +60,11 @@ def _every_node_back(request: pytest.FixtureRequest) -> Iterator[None]:
     """After a test that used the cluster: a node it paused resumed, a node it stopped or killed started again, so
     the next test starts with three nodes (their replicas may still be catching up: wait_healthy waits for that)."""
     yield
-    if "cluster3" not in request.fixturenames:
-        return
-    local: LocalCluster = request.getfixturevalue("cluster3").local
+    if "cluster3" in request.fixturenames:
+        _all_nodes_running(request.getfixturevalue("cluster3").local)
+
+
+def _all_nodes_running(local: LocalCluster) -> None:
     for node in local.nodes:
         if local.running(node):
             local.resume(node)
@@ -87,6 +89,9 @@ def cluster_topic(cluster3: ThreeBrokers, request: pytest.FixtureRequest) -> Ite
 
     yield make
     if made:
+        # every node back first: a paused node named controller in the admin client's metadata would hold the
+        # deletion until its timeout
+        _all_nodes_running(cluster3.local)
         for fut in cluster3.admin.delete_topics(made, operation_timeout=30).values():
             try:
                 fut.result()
