@@ -120,7 +120,7 @@ class Sender:
                 name = kafka_error_name(exc)
                 for topic in sorted(missing):
                     self._errors.count(name, topic=topic, now=now)
-                h._failures.failed("metadata_request_failed", now, key=(name,), error=name,
+                h._failures.failed("metadata_request_failed", now, error=name,
                                    topics=",".join(sorted(missing)), detail=repr(exc))
         by_leader: dict[int, dict[Partition, Batch]] = {}
         retry: dict[Partition, Batch] = {}
@@ -192,7 +192,7 @@ class Sender:
                 topics.setdefault(tp[0], []).append(tp[1])
             for topic, ps in topics.items():
                 self._errors.count(name, topic=topic, broker=leader, partitions=ps, now=now)
-            h._failures.failed("produce_request_failed", now, key=(leader, name), broker=leader, error=name,
+            h._failures.failed("produce_request_failed", now, key=(leader,), broker=leader, error=name,
                                partitions="; ".join(f"{t} [{','.join(map(str, sorted(ps)))}]"
                                                     for t, ps in sorted(topics.items())),
                                detail=repr(exc))

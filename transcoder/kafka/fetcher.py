@@ -197,7 +197,7 @@ class Fetcher:
                 self._backoff.failed("list_offsets", now)
                 name = kafka_error_name(exc)
                 self._errors.count(name, topic=exc.topic or "", now=now)
-                self._failures.failed("list_offsets_failed", now, key=(name,), error=name, detail=str(exc))
+                self._failures.failed("list_offsets_failed", now, error=name, detail=str(exc))
                 return
             for tp, off in starts.items():
                 if tp in self._unresolved:
@@ -292,7 +292,7 @@ class Fetcher:
             self._backoff.failed(_METADATA, now)
             name = kafka_error_name(exc)
             self._errors.count(name, now=now)
-            self._failures.failed("metadata_request_failed", now, key=(name,), error=name, detail=repr(exc))
+            self._failures.failed("metadata_request_failed", now, error=name, detail=repr(exc))
             return
         self._backoff.succeeded(_METADATA)
         self._failures.succeeded("metadata_request_failed", now)
@@ -332,7 +332,7 @@ class Fetcher:
             topics.setdefault(t, []).append(p)
         for t, ps in topics.items():
             self._errors.count(name, topic=t, broker=leader, partitions=ps, now=now)
-        self._failures.failed("fetch_request_failed", now, key=(leader, name), broker=leader, error=name,
+        self._failures.failed("fetch_request_failed", now, key=(leader,), broker=leader, error=name,
                               partitions=show_partitions(offsets), detail=f"{type(exc).__name__}: {exc}")
 
     def _start(self, by_leader: Mapping[int, Mapping[Partition, int]], cap: int,
@@ -385,7 +385,7 @@ class Fetcher:
             except KafkaUnavailableError as exc:  # asked again at the next round
                 name = kafka_error_name(exc)
                 self._errors.count(name, topic=tp[0], partitions=[tp[1]], now=time.monotonic())
-                self._failures.failed("list_offsets_failed", time.monotonic(), key=(name,), error=name,
+                self._failures.failed("list_offsets_failed", time.monotonic(), error=name,
                                       detail=str(exc))
                 return
             if first <= offset <= end:  # in range again (the answer raced a leader change): fetch again
