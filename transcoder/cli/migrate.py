@@ -169,8 +169,11 @@ def _verify_dict(results: dict[int, Any]) -> dict[str, Any]:
 @click.option("--interval", type=float, default=30.0, show_default=True)
 @click.option("--metrics-port", type=int, default=None,
               help="With --follow: serve transcoder_migration_* metrics on this port.")
+@click.option("--progress-every", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds between progress lines on stderr (records compared so far, of how many) while a "
+                   "verification runs.")
 def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: bool, interval: float,
-               metrics_port: int | None) -> None:
+               metrics_port: int | None, progress_every: float) -> None:
     """Compare the copy with the source, record by record (key, value, headers, timestamp), range by range.
 
     Exit 0: equal up to what is copied; 1: a mismatch (named: partition, offsets, field).
@@ -185,8 +188,12 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
                 signal.signal(sig, lambda *_: stop.set())
         if follow and metrics_port is not None:
             metrics = _serve_migration_metrics(metrics_port)
+        from transcoder.migrate.verify import ProgressLine
+
+        progress = ProgressLine(f"verify {c.r.source} -> {c.r.destination}", lambda line: click.echo(line, err=True),
+                                every_s=progress_every)
         while True:
-            results = c.verify()
+            results = c.verify(progress)
             found = [r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None]
             new = [m for m in found if (m.partition, m.source_offset) not in seen]
             seen.update((m.partition, m.source_offset) for m in found)

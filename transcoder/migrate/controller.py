@@ -289,8 +289,9 @@ class Controller:
         return ids
 
     # ------------------------------------------------------------------ verify
-    def verify(self) -> dict[int, verify.PartitionResult]:
-        """Verify from where the last verification stopped to the end copied now; record the outcome."""
+    def verify(self, progress: verify.ProgressLine | None = None) -> dict[int, verify.PartitionResult]:
+        """Verify from where the last verification stopped to the end copied now; record the outcome. `progress`:
+        told how far it is after each range."""
         st = self.state()
         self._started(st)
         maps, _ = self.maps()
@@ -299,7 +300,8 @@ class Controller:
         # Up to what the lane committed (where it commits to a group): past it, a record refused and re-sent alone
         # may still land after later copies, and would look missing for a moment.
         lane = self.lane_committed()
-        results = verify.verify(self.config, self.r.source, self.r.destination, maps, starts, ends=lane)
+        results = verify.verify(self.config, self.r.source, self.r.destination, maps, starts, ends=lane,
+                                progress=progress)
         at = _now_ms()
         first = next((r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None), None)
         for p, res in sorted(results.items()):

@@ -1,16 +1,22 @@
 """Requests to a consumer group's coordinator (DescribeGroups, OffsetFetch, OffsetCommit), sent through kafka-python.
 
-Not through confluent-kafka's AdminClient: librdkafka (2.16.0 here, and every release so far) aborts the whole
-process when a coordinator-targeted admin request fails to be sent, as it does while the coordinator's broker goes
-away (`rdkafka_queue.h: rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0' failed`: the error path
-of rd_kafka_admin_coord_request frees the request's enq-once that the coordinator-request state machine still
-uses; librdkafka issue #4605, fix proposed in PR #5397 and not released). A `migrate cutover --wait` polls its
-group's description every second, so a coordinator failover hit it 4 times in 5. Here each request looks its
-coordinator up afresh (FindCoordinator) and a failure is an exception: the caller's retry (migrate.retry) waits
-out the failover.
+Not through confluent-kafka's AdminClient: librdkafka (2.16.0 here) aborts the whole process when a
+coordinator-targeted admin request ends by its own request_timeout while the coordinator request it started still
+waits in librdkafka's coordinator state machine (no coordinator up: a failover, a cluster without quorum). When a
+coordinator comes up, the state machine sends for the request that timed out and uses its freed enq-once:
+`rdkafka_queue.h:1086: rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0' failed`, SIGABRT. Not a
+client shared between threads: one thread and one AdminClient describing a group every second (request_timeout
+30 s, as groups.py had) aborted when its coordinator and a second node of the 3-node LocalCluster were SIGKILLed for
+40 s; with request_timeout 10 s, killing the coordinator alone for 15 s aborted 3 times in 3. librdkafka issue #4605
+and PR #5397 (unreleased) are the same assertion from the request's send-failure path. A timeout librdkafka
+completes itself is what triggers it, and an admin request cannot wait for ever, so the group calls leave
+librdkafka: kafka-python fails a request with an exception, never the process.
 
-kafka-python is reached through transcoder's RawClient (kafka.protocol), whose answers are bounded by a deadline
-of their own; the requests are kafka-python's versioned protocol classes.
+Each request looks its coordinator up afresh (FindCoordinator), so a coordinator that moved is found at the next
+try (librdkafka kept asking a paused-and-resumed broker that answered NOT_COORDINATOR for as long as it was asked);
+the caller's retry (migrate.retry) waits the failover out. kafka-python is reached through transcoder's RawClient
+(kafka.protocol), whose answers are bounded by a deadline of their own; the requests are kafka-python's versioned
+protocol classes.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import bisect
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -214,6 +214,51 @@ class _Reader:
                     return
 
 
+class ProgressLine:
+    """Says how far a long verification is, at most every `every_s` seconds: records compared so far, of how many
+    (the source offsets it set out to compare), and how long it has taken. `update` is called after each range;
+    the line goes to `emit` (the CLI: stderr)."""
+
+    def __init__(self, what: str, emit: Callable[[str], None], *, every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.what = what
+        self.emit = emit
+        self.every_s = every_s
+        self.clock = clock
+        self.total = 0
+        self.started = clock()
+        self._last = self.started
+
+    def start(self, total: int) -> None:
+        """The verification sets out to compare `total` source offsets (all partitions)."""
+        self.total = total
+        self.started = self._last = self.clock()
+
+    def update(self, done: int) -> bool:
+        """`done` source offsets compared so far; True when a line was emitted."""
+        now = self.clock()
+        if now - self._last < self.every_s:
+            return False
+        self._last = now
+        self.emit(self.line(done, now - self.started))
+        return True
+
+    def line(self, done: int, elapsed_s: float) -> str:
+        pct = f" ({100 * done / self.total:.0f}%)" if self.total else ""
+        rate = f", {done / elapsed_s:,.0f} records/s" if elapsed_s > 0 else ""
+        return f"{self.what}: {done:,} of {self.total:,} records compared{pct} in {elapsed_s:.0f}s{rate}"
+
+
+def planned(pmap: PartitionMap | None, start: int | None, end: int | None, low: int, high: int) -> int:
+    """Pure: about how many source offsets `verify_partition` compares in a partition (its range's width: records,
+    but for those compaction or aborted transactions left out); 0 where nothing was copied."""
+    if pmap is None or not pmap or pmap.source_start is None or pmap.source_end is None:
+        return 0
+    begin = max(start if start is not None else pmap.source_start, low)
+    stop = min(high, pmap.source_end, end if end is not None else high)
+    return max(0, stop - begin)
+
+
 def summarize(m: Message) -> Summary:
     ts_type, ts = m.timestamp()
     return Summary.of(m.key(), m.value(), m.headers(), None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
@@ -248,9 +293,13 @@ class Verifier:
 
     def __init__(self, config: Config, source_topic: str, dest_topic: str, *, range_records: int | None = None,
                  compacted_source: bool | None = None, compacted_dest: bool | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S, uncopied: bool = False) -> None:
+                 timeout: float = DEFAULT_TIMEOUT_S, uncopied: bool = False,
+                 progress: ProgressLine | None = None) -> None:
         """`uncopied`: a partition with records and nothing in the offset map is a mismatch (NOT_COPIED), as
-        `migrate verify` reports it; else (verifying beside a lane that may not have reached it yet) a note."""
+        `migrate verify` reports it; else (verifying beside a lane that may not have reached it yet) a note.
+        `progress`: told the records compared after each range (a long verification says how far it is)."""
+        self.progress = progress
+        self._done = 0  # source offsets compared by this verification, for `progress`
         self.config = config
         self.uncopied = uncopied
         self.source_topic = source_topic
@@ -358,6 +407,9 @@ class Verifier:
             dst_low.reset()
             r = compare_range(partition, lo, hi, source, copies, dest, source_absence=src_absence,
                               dest_absence=dst_absence)
+            if self.progress is not None:
+                self._done += hi - lo
+                self.progress.update(self._done)
             totals["ranges"] += 1
             for k in ("compared", "duplicates", "cleaned_in_source", "cleaned_in_destination"):
                 totals[k] += getattr(r, k)
@@ -388,6 +440,10 @@ class Verifier:
         per partition (default: where its map starts); `ends`: an upper bound per partition, where wanted."""
         starts = starts or {}
         ends = ends or {}
+        if self.progress is not None:
+            self._done = 0
+            self.progress.start(sum(planned(maps.get(p), starts.get(p), ends.get(p), *self.source.watermarks(p))
+                                    for p in self.partitions()))
         return {p: self.verify_partition(p, maps.get(p), starts.get(p), end=ends.get(p))
                 for p in self.partitions()}
 
@@ -415,8 +471,9 @@ def verify_partition(config: Config, source_topic: str, dest_topic: str, partiti
 
 def verify(config: Config, source_topic: str, dest_topic: str, maps: Mapping[int, PartitionMap],
            starts: Mapping[int, int] | None = None, *, ends: Mapping[int, int] | None = None,
-           range_records: int | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> dict[int, PartitionResult]:
+           range_records: int | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+           progress: ProgressLine | None = None) -> dict[int, PartitionResult]:
     """Every partition of the source topic (Verifier.verify), with consumers of its own."""
     with Verifier(config, source_topic, dest_topic, range_records=range_records, timeout=timeout,
-                  uncopied=True) as v:
+                  uncopied=True, progress=progress) as v:
         return v.verify(maps, starts, ends=ends)
