@@ -22,17 +22,31 @@ from transcoder.logs import RDKAFKA_LOGGER, client_debug_contexts
 
 
 class ErrorTracker:
-    """`error_cb` for a client: remembers the last global error so a failure can say why."""
+    """`error_cb` for a client: remembers the last global error so a failure can say why, and when the current
+    streak of "unreachable" errors began (an outage's start, not the last time the lane moved: a lane idle for an
+    hour before a 15-s outage was unreachable 15 s)."""
 
-    def __init__(self) -> None:
+    #: errors this far apart are two outages, not one (librdkafka repeats them every reconnect.backoff.max.ms, 10 s)
+    STREAK_GAP_S = 30.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.last: KafkaError | None = None
-        self.at = 0.0  # time.monotonic() of the last error
+        self.at = 0.0  # clock() of the last error
         #: the last error that says why (librdkafka follows each with a bare "N/N brokers are down")
         self.cause: KafkaError | None = None
+        #: clock() of the first "unreachable" error of the current streak (None: none yet)
+        self.streak_start: float | None = None
+        self._clock = clock
 
     def __call__(self, err: KafkaError) -> None:
+        now = self._clock()
+        if err.code() in _UNREACHABLE:
+            previous = self.last
+            if (self.streak_start is None or previous is None or previous.code() not in _UNREACHABLE
+                    or now - self.at > self.STREAK_GAP_S):
+                self.streak_start = now
         self.last = err
-        self.at = time.monotonic()
+        self.at = now
         if err.code() != KafkaError._ALL_BROKERS_DOWN:
             self.cause = err
 

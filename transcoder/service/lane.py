@@ -480,9 +480,13 @@ class Lane:
                    f"records in flight: {in_flight_summary(self.ledger.pending, KAFKA_ERRORS.last(since=since))}")
         else:
             after = max(since, now - self._stall_s)  # errors keep coming (reconnect attempts) while it lasts
-            err = next((e for t in self._error_trackers if (e := t.unreachable_since(after)) is not None), None)
-            if err is not None:
+            found = next(((e, t) for t in self._error_trackers if (e := t.unreachable_since(after)) is not None),
+                         None)
+            if found is not None:
+                err, tracker = found
                 why = f"Kafka unreachable: {err.str()}"
+                # since the outage began, not since the lane last moved (it may have had nothing to copy for hours)
+                since = max(since, tracker.streak_start if tracker.streak_start is not None else since)
         if why is not None:
             self._cannot_copy(why, since)
         elif self.status.unreachable is not None:
