@@ -125,3 +125,93 @@ def test_an_answer_or_an_error_comes_back_as_kafka_python_gave_it():
     failing.future.failure(NodeNotReadyError(3))
     with pytest.raises(NodeNotReadyError):
         _info_with(failing, 1)._start(lambda: None).result()
+
+
+class _Awaited:
+    """What kafka-python's manager.send hands back, as awaited: the broker's answer, at once."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __await__(self):
+        return self.value
+        yield  # noqa: B901 - a generator: awaitable
+
+
+class _Cluster:
+    """kafka-python's ClusterMetadata as RawClient reaches it: the answers applied, and the refreshes asked."""
+
+    def __init__(self) -> None:
+        self.applied: list[object] = []
+        self.refreshes = 0
+
+    def update_metadata(self, response: object) -> None:
+        self.applied.append(response)
+
+    def request_update(self) -> None:
+        self.refreshes += 1
+
+
+class _ConnectionManager:
+    """kafka-python's connection manager run inline: call_soon runs the coroutine to its end at once; send answers
+    with `answer`, or raises UnknownBrokerIdError for a broker id the broker list does not hold."""
+
+    def __init__(self, answer: object) -> None:
+        self.cluster = _Cluster()
+        self.answer = answer
+
+    def send(self, request: object, node_id: int | None = None, request_timeout_ms: int | None = None) -> _Awaited:
+        from kafka.errors import UnknownBrokerIdError
+
+        if node_id == 3:
+            raise UnknownBrokerIdError(3)
+        return _Awaited(self.answer)
+
+    def call_soon(self, coro, *args):
+        from kafka.future import Future
+
+        future, running = Future(), coro(*args)
+        try:
+            running.send(None)
+        except StopIteration as done:
+            future.success(done.value)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, as kafka-python's I/O thread does
+            future.failure(exc)
+        return future
+
+
+def test_every_metadata_answer_becomes_the_broker_list_of_every_connection():
+    # the producer's Metadata named broker 3 leader while kafka-python's broker list (refreshed every 300 s) had no
+    # broker 3 since its restart: every Produce failed with UnknownBrokerIdError for up to 300 s
+    from types import SimpleNamespace
+
+    part = SimpleNamespace(partition_index=0, leader_id=3, error_code=0)
+    answer = SimpleNamespace(topics=[SimpleNamespace(name="t", error_code=0, partitions=[part])])
+    manager = _ConnectionManager(answer)
+    info = RawClient({"bootstrap.servers": "localhost:1"})
+    info._admin, info._connections = SimpleNamespace(), manager
+    assert info.leaders(["t"]) == {("t", 0): 3}
+    assert manager.cluster.applied == [answer]
+
+
+def test_a_broker_id_the_list_does_not_hold_asks_for_the_list_again_at_once():
+    from types import SimpleNamespace
+
+    from kafka.errors import UnknownBrokerIdError
+
+    manager = _ConnectionManager(None)
+    info = RawClient({"bootstrap.servers": "localhost:1"})
+    info._admin, info._connections = SimpleNamespace(), manager
+    with pytest.raises(UnknownBrokerIdError):
+        info.produce({("t", 0): b"batch"}, leader=3)
+    assert manager.cluster.refreshes == 1
+
+
+def test_the_broker_list_is_asked_again_every_30_s_unless_the_cluster_config_says(monkeypatch: pytest.MonkeyPatch):
+    import kafka.admin
+
+    made: list[dict] = []
+    monkeypatch.setattr(kafka.admin, "KafkaAdminClient", lambda **kwargs: made.append(kwargs))
+    RawClient({"bootstrap.servers": "a:9092"})._client()
+    RawClient({"bootstrap.servers": "a:9092", "metadata.max.age.ms": 60_000})._client()
+    assert [m["metadata_max_age_ms"] for m in made] == [30_000, 60_000]  # kafka-python's own default: 300 s
