@@ -213,12 +213,14 @@ class Sender:
         deadline = time.monotonic() + timeout
         last = "no answer"
         while True:
+            name = ""
             try:
                 code, pid, epoch = self._host._info.init_producer_id()
             except NoAnswer as exc:  # connected, but no answer (KafkaUnavailableError: cannot connect at all)
-                code, pid, epoch, last = -1, -1, -1, repr(exc)
+                code, pid, epoch, last, name = -1, -1, -1, repr(exc), kafka_error_name(exc)
             if code == 0:
                 self.backoff.succeeded("producer_id")
+                self._host._failures.succeeded("init_producer_id_failed", time.monotonic())
                 self._host._seq.renew(pid, epoch)
                 self._log.info("producer_id", client_id=self._host.client_id, producer_id=pid, epoch=epoch)
                 return
@@ -227,6 +229,10 @@ class Sender:
                 if not is_retriable(code):
                     raise KafkaUnavailableError(f"producer {self._host.client_id}: {last}",
                                                 kafka_error=error_name(code), retriable=False)
+            if name or is_retriable(code):  # retried: counted and logged (at most once per 30 s)
+                name = name or kafka_error_name(code)
+                self._errors.count(name)
+                self._host._failures.failed("init_producer_id_failed", time.monotonic(), error=name, detail=last)
             if time.monotonic() >= deadline:
                 self.backoff.succeeded("producer_id")
                 raise KafkaUnavailableError(f"producer {self._host.client_id}: cannot get a producer id: {last}")

@@ -200,3 +200,29 @@ def test_a_batch_past_the_delivery_timeout_is_reported_failed_and_the_producer_i
     round_.started[1][0][TP].first_sent -= 301
     assert sender.finish(round_, {}) == {}
     assert host.reports == [(KafkaError._MSG_TIMED_OUT, TP, -1)] and host.renewed == 1
+
+
+def test_a_producer_id_refused_for_now_is_asked_again_after_a_back_off_counted_and_logged():
+    from transcoder.kafka.failure_log import FailureLog
+
+    class Loading(_Host):
+        def __init__(self) -> None:
+            super().__init__({})
+            self._failures = FailureLog("c1")  # type: ignore[assignment]
+            self.codes = [14, 14]  # COORDINATOR_LOAD_IN_PROGRESS twice, then an id
+
+        def init_producer_id(self) -> tuple[int, int, int]:
+            return (self.codes.pop(0), -1, -1) if self.codes else (0, 9, 0)
+
+    import structlog
+
+    host, errors = Loading(), KafkaErrors()
+    sender = Sender(host, request_timeout_ms=1000, delivery_timeout_s=300,  # type: ignore[arg-type]
+                    backoff=Backoff(10, 10), errors=errors)
+    with structlog.testing.capture_logs() as logs:
+        sender.renew_producer_id(5)
+    assert host._seq.producer_id == 9
+    assert errors.counts() == {("COORDINATOR_LOAD_IN_PROGRESS", "", ""): 2}
+    assert [(e["event"], e.get("error", e.get("last_error"))) for e in logs if e["event"] != "producer_id"] == [
+        ("init_producer_id_failed", "COORDINATOR_LOAD_IN_PROGRESS"),
+        ("kafka_requests_succeed_again", "COORDINATOR_LOAD_IN_PROGRESS")]
