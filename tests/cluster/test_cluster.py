@@ -5,6 +5,7 @@ it still runs), leadership back after a preferred election."""
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 
 import pytest
@@ -22,10 +23,14 @@ from tests.support.three_brokers import (
 )
 from transcoder.errors import LocalKafkaError, PortInUseError
 
+#: recent timestamps: records older than retention.ms (7 days) go with the next retention check (every 5 min, at a
+#: moment no test chooses), and a fixed 2023 timestamp had a partition's first records deleted in 1 run of 6
+T0 = int(time.time() * 1000) - 60_000
+
 
 def _records(first: int, count: int, partitions: int) -> list[tuple]:
-    """Record n: partition n % partitions, key k<n>, value v<n>, a header, timestamp 1_700_000_000_000 + n."""
-    return [(n % partitions, f"k{n}".encode(), f"v{n}".encode(), [("n", str(n).encode())], 1_700_000_000_000 + n)
+    """Record n: partition n % partitions, key k<n>, value v<n>, a header, timestamp T0 + n."""
+    return [(n % partitions, f"k{n}".encode(), f"v{n}".encode(), [("n", str(n).encode())], T0 + n)
             for n in range(first, first + count)]
 
 

@@ -196,8 +196,9 @@ def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
 def produce(bootstrap: str, topic: str, records: Iterable[Sequence[Any]], timeout: float = 60.0) -> list[
         tuple[int, int]]:
     """Write `records` with a plain acks=all idempotent producer, in order, and wait for every acknowledgement.
-    Each record is (partition, key, value), optionally followed by headers and a timestamp (ms); partition None
-    lets the partitioner choose. Returns (partition, offset) per record, in the order given; a record not
+    Each record is (partition, key, value), optionally followed by headers and a timestamp (ms: keep it within
+    retention.ms, 7 days, of now, or the broker's next retention check deletes the record); partition None lets the
+    partitioner choose. Returns (partition, offset) per record, in the order given; a record not
     acknowledged raises naming it."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     results: list[tuple[int, int] | str | None] = []
