@@ -513,6 +513,10 @@ CLUSTER_PROPERTIES = {
     # moment no test chooses; any interval short enough to help would move leaders under a running fault test and
     # hide whether a preferred election the test asked for happened. Tests elect preferred leaders themselves.
     "auto.leader.rebalance.enable": "false",
+    # Records go only when a test deletes them: with the default retention.ms (7 days), a record whose timestamp is
+    # older (tests write fixed ones) goes with the next retention check (every 5 min, at a moment no test chooses):
+    # a partition's first records vanished under a test in 1 run of 6. A topic's own retention.ms still applies.
+    "log.retention.ms": "-1",
 }
 
 

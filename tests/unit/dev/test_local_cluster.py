@@ -53,6 +53,7 @@ def test_three_nodes_replicate_everything_three_times_and_acknowledge_with_two()
     assert props["auto.leader.rebalance.enable"] == "false"
     assert props["broker.session.timeout.ms"] == "6000"
     assert props["controlled.shutdown.enable"] == "true"
+    assert props["log.retention.ms"] == "-1"  # no record older than 7 days deleted under a test
 
 
 def test_two_nodes_replicate_twice_and_acknowledge_with_one():
