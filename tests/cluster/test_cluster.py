@@ -1,6 +1,6 @@
 """The 3-node cluster itself: three brokers, RF 3 topics in sync, a killed leader's partition led elsewhere with no
 record lost or doubled, the node back in the ISR after `start` (refused, one line, while its port is taken or
-it still runs), leadership back after a preferred election."""
+it still runs), leadership back after a preferred election; a paused node fenced, and back once resumed."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import KafkaException
 
 from tests.support.three_brokers import (
     elect_preferred,
@@ -90,3 +91,33 @@ def test_a_killed_leader_moves_leadership_and_loses_nothing(cluster3, cluster_to
     # ... until a preferred election gives it back
     assert leader_of(admin, topic, 0) == victim
     assert read_committed(cluster3.bootstrap, topic) == _expected(before + after)
+
+
+def _registered(admin, timeout: float = 30.0, *, until) -> set[int]:
+    """The unfenced nodes DescribeCluster lists, asked until `until(nodes)` holds (a request to a paused node times
+    out and is asked again)."""
+    deadline = time.monotonic() + timeout
+    nodes: set[int] = set()
+    while time.monotonic() < deadline:
+        try:
+            nodes = {n.id for n in admin.describe_cluster(request_timeout=3).result().nodes}
+        except KafkaException:
+            continue
+        if until(nodes):
+            return nodes
+        time.sleep(0.3)
+    raise AssertionError(f"DescribeCluster still lists {sorted(nodes)} after {timeout:.0f}s")
+
+
+def test_a_paused_node_is_fenced_and_a_resumed_one_comes_back(cluster3, cluster_topic):
+    admin, local = cluster3.admin, cluster3.local
+    topic = cluster_topic(3)
+    wait_healthy(admin, [topic])
+    node = leader_of(admin, topic, 1)
+    local.pause(node)
+    assert local.running(node)  # stopped, not gone
+    assert _registered(admin, until=lambda nodes: node not in nodes) == {1, 2, 3} - {node}
+    assert wait_leader(admin, topic, 1, not_on=node) != node
+    local.resume(node)
+    assert _registered(admin, until=lambda nodes: node in nodes) == {1, 2, 3}
+    wait_healthy(admin, [topic])
