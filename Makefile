@@ -37,7 +37,7 @@ lint: venv
 # the run, the test named: with a replacement process, loadgroup's scheduler left every process idle and the run hung
 # (fresh-clone CI of 36ffbdc). Then tests/cluster, which that run leaves out: one process, one local 3-node KRaft
 # cluster for the session (three JVMs would not fit beside four test processes on 2 cores). Its budget in CI is 7
-# minutes (start-up and the smoke tests: about 35 s); past 8 (--session-timeout, checked between tests) it stops and
+# minutes (start-up and the smoke tests: 40-50 s); past 8 (--session-timeout, checked between tests) it stops and
 # fails, saying so, rather than stretch the run. The second session runs even when the first failed; the target
 # fails when either did.
 test: venv kafka-jars lint
