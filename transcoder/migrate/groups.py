@@ -27,6 +27,8 @@ T = TypeVar("T")
 #: Seconds one request may take (lookup of the coordinator, the request, its answer): a try, within a call's
 #: timeout (GroupAdmin.timeout_s), which may hold several.
 _REQUEST_TIMEOUT_S = 15.0
+#: Errors of a try that got no answer from the broker it asked.
+_NO_ANSWER = frozenset({"_TIMED_OUT", "_TRANSPORT"})
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ class GroupAdmin:
     admin: AdminClient
     requests: GroupRequests
     timeout_s: float = 60.0
+    #: the cluster's librdkafka properties: a new GroupRequests after a try that got no answer
+    librdkafka: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def connect(cls, librdkafka: Mapping[str, Any], *, timeout_s: float = 60.0,
@@ -99,14 +103,32 @@ class GroupAdmin:
         """Clients of the cluster `librdkafka` describes (`admin`: an AdminClient of it already made)."""
         if admin is None:
             admin = connect_admin(librdkafka)[0]
-        return cls(admin, GroupRequests(librdkafka, timeout_s=min(timeout_s, _REQUEST_TIMEOUT_S)), timeout_s)
+        return cls(admin, GroupRequests(librdkafka, timeout_s=min(timeout_s, _REQUEST_TIMEOUT_S)), timeout_s,
+                   dict(librdkafka))
 
     def close(self) -> None:
         self.requests.close()
 
+    def _renew(self) -> None:
+        """A fresh GroupRequests (new connections) for the next try: a try that got no answer at all may have left
+        the old one's connections half-open to a broker that is gone."""
+        old = self.requests
+        self.requests = GroupRequests(self.librdkafka, timeout_s=min(self.timeout_s, _REQUEST_TIMEOUT_S))
+        old.close()
+
     def retried(self, call: Callable[[], T], what: str, **fields: Any) -> T:
-        """`call()`, tried again through a failover for at most `timeout_s` (migrate.retry.until_deadline)."""
-        return until_deadline(call, what=what, timeout_s=self.timeout_s, fields=fields)
+        """`call()`, tried again through a failover for at most `timeout_s` (migrate.retry.until_deadline); a try
+        without an answer (_TIMED_OUT, _TRANSPORT) is followed by one on fresh connections. `call` reaches the
+        coordinator through `self.requests` when it runs, not before."""
+        def attempt() -> T:
+            try:
+                return call()
+            except TranscoderError as exc:
+                if self.librdkafka and exc.kafka_error in _NO_ANSWER:
+                    self._renew()
+                raise
+
+        return until_deadline(attempt, what=what, timeout_s=self.timeout_s, fields=fields)
 
 
 def _error(exc: BaseException, what: str, **where: Any) -> TranscoderError:

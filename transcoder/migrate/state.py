@@ -202,7 +202,8 @@ class StateStore:
         return KafkaUnavailableError(f"migration {self.migration}: cannot {what} state topic {self.topic} at "
                                      f"{self._bootstrap} within {self.try_s:g}s: {why}; check the cluster is "
                                      "reachable and run the command again", topic=self.topic,
-                                     kafka_error=err.name() if err is not None else "_TIMED_OUT")
+                                     kafka_error=err.name() if err is not None else "_TIMED_OUT",
+                                     retriable=err is None or retriable(err))
 
     def _read_raw(self) -> dict[str, tuple[bytes | None, int, int]]:
         """Key -> (value, offset, timestamp) of the latest record of each key with this migration's prefix."""
