@@ -523,9 +523,10 @@ class RawClient:
                           offsets: Mapping[tuple[str, int], int], *, coordinator: int, generation_id: int = -1,
                           member_id: str = "", group_instance_id: str | None = None) -> dict[tuple[str, int], int]:
         """Commit the group's `offsets` in the open transaction, at the GROUP coordinator; error code per partition.
-        By default no generation or member id: transcoder's transactional id is per assignment, so an old member is
-        fenced by the id (as before KIP-447); with them (v3+, KIP-447) the group coordinator also fences a member
-        of an older generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
+        With the member's generation, member id and group instance id (v3+, KIP-447: what the batch producer sends
+        for a lane, from its consumer's group metadata) the group coordinator refuses a member of an older generation
+        (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); without them (generation -1: a client outside
+        the group, as a Spark task's) it checks none."""
         from kafka.protocol.producer.transaction import TxnOffsetCommitRequest
 
         by_topic: dict[str, list[Any]] = {}
