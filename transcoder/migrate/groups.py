@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from transcoder.errors import KafkaUnavailableError, MigrationError, TranscoderError
-from transcoder.kafka.admin import _failure, _list_offsets, describe
+from transcoder.kafka.admin import _failure, describe
 from transcoder.kafka.clients import connect_admin, retriable
 from transcoder.migrate.coordinator import Description, GroupRequests, error_name
 from transcoder.migrate.retry import until_deadline
@@ -27,6 +27,9 @@ T = TypeVar("T")
 #: Seconds one request may take (lookup of the coordinator, the request, its answer): a try, within a call's
 #: timeout (GroupAdmin.timeout_s), which may hold several.
 _REQUEST_TIMEOUT_S = 15.0
+#: A partition's leader moved since the client looked it up (its metadata is stale).
+_STALE_LEADER = frozenset({"FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "NOT_LEADER_OR_FOLLOWER",
+                           "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"})
 #: Errors of a try that got no answer from the broker it asked.
 _NO_ANSWER = frozenset({"_TIMED_OUT", "_TRANSPORT"})
 
@@ -176,9 +179,29 @@ def _describe_groups(ga: GroupAdmin, group_ids: list[str]) -> dict[str, Descript
 
 
 def _ends(ga: GroupAdmin, topic: str, partitions: int) -> dict[int, int]:
+    """The end offsets of `topic` as a read_committed consumer sees them (ListOffsets, latest)."""
+
     def ask() -> dict[int, int]:
-        highs = _list_offsets(ga.admin, [TopicPartition(topic, p) for p in range(partitions)], OffsetSpec.latest())
-        return {p: off for (_, p), off in highs.items()}
+        futures = ga.admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
+                                        isolation_level=IsolationLevel.READ_COMMITTED,
+                                        request_timeout=_REQUEST_TIMEOUT_S)
+        out: dict[int, int] = {}
+        for tp, fut in sorted(futures.items(), key=lambda kv: kv[0].partition):
+            try:
+                out[tp.partition] = fut.result().offset
+            except KafkaException as exc:
+                err = _error(exc, f"cannot list offsets of {topic} [{tp.partition}]", topic=topic,
+                             partition=tp.partition)
+                if err.kafka_error in _STALE_LEADER:
+                    # librdkafka's ListOffsets asks with the leader epoch it cached, and does not look again (it
+                    # answered FENCED_LEADER_EPOCH for 60 s after a failover in 1 of 5 runs of tests/cluster): a
+                    # metadata request refreshes its cache before the next try
+                    try:
+                        ga.admin.list_topics(topic=topic, timeout=5)
+                    except KafkaException:
+                        pass  # the next try says what is wrong
+                raise err from exc
+        return out
 
     return ga.retried(ask, f"read the end offsets of {topic}", topic=topic)
 
