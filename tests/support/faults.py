@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -90,10 +90,15 @@ def dest_count(admin: Any, topic: str) -> int:
 
 def log_events(path: Path, event: str) -> list[dict]:
     """The JSON log lines of `event` a child wrote to `path`."""
+    return events_in(path.read_text(errors="replace").splitlines(), event)
+
+
+def events_in(lines: Iterable[str], event: str) -> list[dict]:
+    """The JSON log lines of `event` among `lines` (a child's stderr), parsed."""
     import json
 
     out = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in lines:
         if f'"event": "{event}"' in line:
             try:
                 out.append(json.loads(line))

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from confluent_kafka import Producer
 
+from tests.support.faults import events_in
+
 
 class Instance:
     """`transcoder run` in a child process of its own session, its stderr's JSON lines kept."""
@@ -30,14 +32,8 @@ class Instance:
         self._reader.start()
 
     def events(self, event: str, since: int = 0) -> list[dict]:
-        out = []
-        for line in self.lines[since:]:
-            if f'"{event}"' in line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+        """Its log lines of `event` (from line `since` on), parsed."""
+        return events_in(self.lines[since:], event)
 
     def holds(self) -> set[str]:
         """The partitions its last assignment gave it (none once it lost or gave them back since)."""
