@@ -339,12 +339,17 @@ class BatchProducer:
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Deliver every batch of the open transaction, then commit it (EndTxn). KafkaException (with
         txn_requires_abort) when it cannot commit: abort it."""
-        deadline = time.monotonic() + (timeout if timeout is not None else self._request_timeout_ms / 1000)
+        limit = timeout if timeout is not None else self._request_timeout_ms / 1000
+        deadline = time.monotonic() + limit
         left = self.flush(max(0.0, deadline - time.monotonic()))
         with self._lock:
             self._raise_failed()
+            partitions = sorted(self._transactional()[0].partitions)
         if left:
-            raise ProduceError(TIMED_OUT, f"producer {self.client_id}: {left} records not delivered in time",
+            where = ", ".join(f"{t} [{p}]" for t, p in partitions[:8]) + (
+                f" and {len(partitions) - 8} more" if len(partitions) > 8 else "")
+            raise ProduceError(TIMED_OUT, f"producer {self.client_id}: {left} records of the transaction "
+                               f"({where or 'no partition added yet'}) not delivered within {limit:g} s",
                                txn_requires_abort=True)
         self._end(True, deadline)
 

@@ -10,6 +10,7 @@ import types
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 
 from tests.unit.kafka.test_batch_producer_outage import _Unreachable
 from transcoder.kafka import batch_producer
@@ -71,3 +72,26 @@ def test_a_busy_coordinator_is_asked_again_after_20_ms(monkeypatch: pytest.Monke
     assert fake.asked[-1] == {("t", 0), ("t", 1)} and len(fake.asked) == 4, fake.asked
     # the sender's pauses between its rounds: three busy answers, three short pauses (not 0.1, 0.2, 0.4)
     assert slept[:3] == [TXN_RETRY_BACKOFF_S] * 3, slept
+
+
+def test_a_commit_whose_records_are_not_delivered_in_time_names_the_transactions_partitions():
+    # On a 3-broker cluster: "3 records not delivered in time", naming no topic.
+    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=3, client_id="c1", linger_ms=1,
+                      max_bytes=1 << 20, max_records=100, on_delivery=lambda err, msg: None,
+                      transactions=Transactions("tid-1", "g1"))
+    fake = _BusyCoordinator(busy=0)
+    p._info = p._coord = fake  # type: ignore[assignment]
+    p.init_transactions(5)
+    p.begin_transaction()
+    fake.reachable.clear()  # the leaders cannot be asked: nothing is sent
+    for i in range(3):
+        p.produce("dst", value=b"v", key=str(i).encode(), partition=i % 2)
+    try:
+        with pytest.raises(KafkaException) as raised:
+            p.commit_transaction(0.5)
+    finally:
+        fake.reachable.set()
+        p.close(1)
+    err = raised.value.args[0]
+    assert err.txn_requires_abort()
+    assert err.str() == "producer c1: 3 records of the transaction (dst [0], dst [1]) not delivered within 0.5 s"
