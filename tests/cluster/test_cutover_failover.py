@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.migration import assert_exact, consume_group, migrate, produce, read_all, setup
 from tests.support.three_brokers import group_coordinator, wait_healthy
+from transcoder.migrate.state import StateStore
 from transcoder.service.runner import Service
 
 RUNS = int(os.environ.get("TRANSCODER_FAILOVER_RUNS", "1"))
@@ -226,3 +227,36 @@ def test_group_calls_survive_a_coordinator_away_longer_than_a_request(cluster3, 
     after = [line for line in lines if line.startswith("ok ") and float(line.split()[1]) > back]
     assert after, f"no answer since the brokers came back at {back:.1f}: {lines[-5:]} {err[-1500:]}"
     assert after[-1].split(" ", 2)[2].strip() == str(want), (after[-1], want)
+
+
+def test_a_cutover_interrupted_after_its_commit_is_recorded_as_moved_on_a_re_run(cluster3, cluster_topic, tmp_path):
+    """A cutover whose commit landed but whose last state write did not (a broker crash between them) leaves the
+    group `moving` in the state topic; the application, moved, has read on from the copy since. Running the cutover
+    again records the group as moved, its offsets on the copy as the application left them. (It refused before, as
+    a rewind from the group's offsets to the ones computed: a half-done migration for an operator to mend.)"""
+    source = cluster_topic(partitions=3)
+    produce(cluster3, source, 600, 3)
+    group = f"billing-{uuid.uuid4().hex[:6]}"
+    before = consume_group(cluster3, group, source, stop_after=240)
+    path, conf, dest = setup(tmp_path, cluster3, source, lease_ms=30_000)
+    Service(conf).run(until_caught_up=True)
+    migrate("start", "--config", path, "--group", group)
+    migrate("verify", "--config", path)
+    moved = json.loads(migrate("cutover", "--config", path, "--group", group, "--format", "json").stdout)
+    assert moved[0]["outcome"] == "moved"
+    with StateStore(conf, dest) as store:  # the interruption: the group's last state write never landed
+        rec = store.read()[f"group/{group}"]
+        store.put(f"group/{group}", {**rec, "stage": "moving", "history": rec["history"][:-1]})
+    middle = consume_group(cluster3, group, dest, stop_after=150)  # the application reads on from the copy
+    read_on = _committed(cluster3.bootstrap, group, dest, 3)
+    assert sum(read_on.values()) == sum(moved[0]["destination_offsets"].values()) + 150
+
+    again = migrate("cutover", "--config", path, "--group", group, "--format", "json", ok=False)
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads(again.stdout)
+    assert [(m["outcome"], m["detail"]) for m in resumed] == [
+        ("moved", "resumed an interrupted cutover (its commit had landed)")]
+    assert _committed(cluster3.bootstrap, group, dest, 3) == read_on  # not rewound
+    status = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
+    assert [(g["group"], g["stage"]) for g in status["groups"]] == [(group, "destination")]
+    assert_exact(read_all(cluster3, source), before, middle + consume_group(cluster3, group, dest))
