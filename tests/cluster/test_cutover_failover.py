@@ -1,13 +1,18 @@
-"""`transcoder migrate cutover --wait` on the 3-broker cluster while the group's coordinator crashes: the group has
-a live member when the cutover starts, so it waits (describing the group every second); the coordinator's broker is
-SIGKILLed, the member's process too (as an application crash: the group empties once the new coordinator expires
-its session), and the broker starts again 15 s later. The cutover must not abort (librdkafka's assertion in
-rd_kafka_enq_once_del_source_return ended it with SIGABRT, exit 134, in 4 of 5 tries before the group calls went
-through kafka-python): it exits 0 having moved the group (or refuses in one line, and a re-run completes), the
-group's offsets on the copy are the ones it printed, and the group reads on from the copy exactly where it
-stopped on the source: no record lost, none twice.
+"""`transcoder migrate` on the 3-broker cluster while brokers crash.
 
-Each run is one kill; TRANSCODER_FAILOVER_RUNS sets how many (CI: 1; looped locally to show it no longer aborts)."""
+- `cutover --wait` while the group's coordinator crashes: the group has a live member when the cutover starts, so
+  it waits (describing the group every second); the coordinator's broker is SIGKILLed, the member's process too (as
+  an application crash: the group empties once the new coordinator expires its session), and the broker starts
+  again 15 s later. The cutover must not abort: it exits 0 having moved the group (or refuses in one line, and a
+  re-run completes), the group's offsets on the copy are the ones it printed, and the group reads on from the copy
+  exactly where it stopped on the source: no record lost, none twice. TRANSCODER_FAILOVER_RUNS sets how many kills
+  (CI: 1; looped locally to show it no longer aborts).
+- The group calls alone while no broker can coordinate the group for longer than a request may wait (two of three
+  nodes down 40 s): what aborted `cutover --wait` (SIGABRT, librdkafka's assertion in
+  rd_kafka_enq_once_del_source_return) in its smallest form. The same cutover through that outage is behind
+  TRANSCODER_FAILOVER_LONG=1 (about 3 minutes).
+- A cutover interrupted between its commit and its last state write is finished by a re-run.
+"""
 
 from __future__ import annotations
 
