@@ -27,10 +27,12 @@ import time
 
 import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, KafkaUnavailableError
-from transcoder.kafka.clients import client_config
+from transcoder.kafka.clients import client_config, retriable
+from transcoder.kafka.retries import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
 from transcoder.kafka.writer import Writer
 from transcoder.kafka.writer_transactions import TransactionStuck
 from transcoder.pipeline.commits import transactional_id
@@ -79,7 +81,7 @@ class TaskTransactions:
         self.partition = tp
         tid = transactional_id(self.lane.group_id, [tp])
         self.writer.begin_transactions(tid, self.timeout_s, self.lane.group_id)
-        got = self.group.committed([TopicPartition(*tp)], timeout=self.timeout_s)[0]
+        got = self._committed(tp)
         if got.error is not None:
             raise KafkaUnavailableError(f"lane {self.lane.name}: the committed offset of {show([tp])} for group "
                                         f"{self.lane.group_id} cannot be read: {got.error.str()}", retriable=True,
@@ -88,6 +90,16 @@ class TaskTransactions:
         self._since = time.monotonic()
         log.debug("task_transactions_begun", lane=self.lane.name, transactional_id=tid, partition=show([tp]),
                   committed=self.committed)
+
+    def _committed(self, tp: Partition) -> TopicPartition:
+        """The group's committed offset of `tp`, asked again after Kafka's back-off while the group's coordinator
+        moves or loads (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: seen on a broker just started), for at most
+        `timeout_s`."""
+        retrying = Retrying(retry=retry_if_exception(lambda e: isinstance(e, KafkaException) and retriable(e.args[0])),
+                            stop=stop_after_delay(self.timeout_s), reraise=True,
+                            wait=wait_exponential_jitter(multiplier=RETRY_BACKOFF_MS / 1000,
+                                                         max=RETRY_BACKOFF_MAX_MS / 1000, jitter=0.02))
+        return retrying(lambda: self.group.committed([TopicPartition(*tp)], timeout=self.timeout_s)[0])
 
     def written(self, next_offset: int) -> None:
         """Records up to `next_offset` (exclusive) are in the open transaction; commit it when it is due."""
