@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -728,13 +729,16 @@ class LocalCluster:
                              "log_level": 0, "logger": _Silent()})
         deadline = time.monotonic() + timeout
         seen: set[int] = set()
-        while True:
+        def check_exits() -> None:
             for n, proc in procs.items():
                 code = proc.poll()
                 if code is not None:
                     m = st.node(n)
                     raise _startup_failure(code, m.log_file, f"node {n} of the local cluster",
                                            f"{m.bootstrap} or controller port {m.controller_port}")
+
+        while True:
+            check_exits()
             try:
                 seen = {node.id for node in admin.describe_cluster(request_timeout=3).result().nodes}
             except KafkaException:
@@ -748,7 +752,8 @@ class LocalCluster:
                     f"within {timeout:.0f}s (log: {st.node(missing[0]).log_file})")
             time.sleep(0.3)
         if set(nodes) == set(st.nodes):
-            _probe_topic(admin, min(3, len(nodes)), deadline)
+            # a node registers before its client listener binds: one that cannot bind exits while this probes
+            _probe_topic(admin, min(3, len(nodes)), deadline, check_exits)
 
     def kill(self, node: int) -> NodeState:
         """SIGKILL the node, as a crash would (unflushed writes may be lost), and wait until it is gone (reaped when
@@ -836,15 +841,17 @@ class LocalCluster:
         return st if alive else None
 
 
-def _probe_topic(admin: Any, replicas: int, deadline: float) -> None:
+def _probe_topic(admin: Any, replicas: int, deadline: float, check: Callable[[], None] = lambda: None) -> None:
     """Create and delete a topic of `replicas` replicas, retrying until `deadline`: the controller refuses one
-    (INVALID_REPLICATION_FACTOR) until it counts that many unfenced brokers itself."""
+    (INVALID_REPLICATION_FACTOR) until it counts that many unfenced brokers itself. `check` is called before each
+    try (it raises when a node exited)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
     name = f"local-cluster-probe-{uuid.uuid4().hex[:8]}"
     last = ""
     while True:
+        check()
         try:
             admin.create_topics([NewTopic(name, 1, replicas)], operation_timeout=10)[name].result()
             break
