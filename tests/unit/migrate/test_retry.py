@@ -6,22 +6,10 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from tests.unit.migrate.test_state_settle import Clock
 from transcoder.errors import KafkaUnavailableError, MigrationError, TopicError
 from transcoder.migrate.controller import resumed_commit_landed
 from transcoder.migrate.retry import FAILOVER_ERRORS, RetryLog, kind, retriable, until_deadline
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.slept.append(s)
-        self.now += s
 
 
 def failing(*errors: BaseException, then: object = "ok", took_s: float = 0.0, clock: Clock | None = None):
