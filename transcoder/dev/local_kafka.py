@@ -303,8 +303,11 @@ def _tail(path: Path, n: int) -> list[str]:
         return []
 
 
-class LocalKafka:
-    """One local KRaft broker whose state lives in `state_dir`."""
+class _StateDir:
+    """Where a local broker or cluster keeps its state (a JSON file named `STATE_FILE` in `state_dir`), which Kafka
+    version it runs and where its jars are cached."""
+
+    STATE_FILE = ""
 
     def __init__(self, state_dir: Path | None = None, *, version: str = DEFAULT_VERSION,
                  cache_dir: Path | None = None) -> None:
@@ -314,7 +317,13 @@ class LocalKafka:
 
     @property
     def _state_path(self) -> Path:
-        return self.state_dir / _STATE_FILE
+        return self.state_dir / self.STATE_FILE
+
+
+class LocalKafka(_StateDir):
+    """One local KRaft broker whose state lives in `state_dir`."""
+
+    STATE_FILE = _STATE_FILE
 
     def state(self) -> BrokerState | None:
         """The running broker's state, or None when none runs (a stale state file is ignored)."""
@@ -594,7 +603,7 @@ class ClusterState:
         return cls(**{**raw, "members": tuple(NodeState(**m) for m in raw["members"])})
 
 
-class LocalCluster:
+class LocalCluster(_StateDir):
     """A local KRaft cluster of combined (broker, controller) nodes, ids 1..N, whose state lives in `state_dir`.
 
     Every topic gets three replicas (or one per node, with fewer), acks=all needs two in sync; see
@@ -602,15 +611,7 @@ class LocalCluster:
     starts again on the same ports, the same data and the same config.
     """
 
-    def __init__(self, state_dir: Path | None = None, *, version: str = DEFAULT_VERSION,
-                 cache_dir: Path | None = None) -> None:
-        self.state_dir = Path(state_dir or default_state_dir())
-        self.version = version
-        self.cache_dir = cache_dir
-
-    @property
-    def _state_path(self) -> Path:
-        return self.state_dir / _CLUSTER_STATE_FILE
+    STATE_FILE = _CLUSTER_STATE_FILE
 
     def recorded(self) -> ClusterState | None:
         """The cluster `up` started last from this state directory, whether or not its nodes run."""
