@@ -29,6 +29,17 @@ def _sections(bootstrap: str, topic: str, partition: int, start: int, stop: int)
     return rb.take(flush=True)
 
 
+def _one_partition_copy(kafka, topic_factory, records: int) -> tuple[str, str]:
+    """A one-partition source holding `records` records (values v-0, v-1, ...) and an empty destination."""
+    source = topic_factory(partitions=1)
+    dest = topic_factory(partitions=1, config={"compression.type": "producer"})
+    p = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(records):
+        p.produce(source, value=f"v-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    return source, dest
+
+
 def _producer(bootstrap: str, tid: str, group: str, reports: list) -> BatchProducer:
     return BatchProducer({"bootstrap.servers": bootstrap}, codec="zstd", level=19, client_id=f"c-{tid}",
                          linger_ms=5, max_bytes=1 << 20, max_records=10_000, on_delivery=lambda e, m: None,
@@ -111,12 +122,7 @@ def test_commits_and_aborts_read_back_with_offsets_in_the_transaction(kafka, top
 
 
 def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(kafka, topic_factory):
-    source = topic_factory(partitions=1)
-    dest = topic_factory(partitions=1, config={"compression.type": "producer"})
-    p = Producer({"bootstrap.servers": kafka.bootstrap})
-    for i in range(400):
-        p.produce(source, value=f"v-{i}".encode(), partition=0)
-    assert p.flush(30) == 0
+    source, dest = _one_partition_copy(kafka, topic_factory, 400)
     tid, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     old_reports: list = []
     old, new = _producer(kafka.bootstrap, tid, group, old_reports), _producer(kafka.bootstrap, tid, group, [])
@@ -162,12 +168,7 @@ def test_a_zombie_of_an_older_generation_cannot_commit_its_transaction(kafka, to
     with generation 1 and must abort: nothing of it is ever read_committed, and the group keeps the new owner's
     offsets. With its offsets sent without the generation (generation -1, as before), the broker took them and the
     records were copied twice (2 of 27 tries on a 3-broker cluster with a SIGSTOPped instance)."""
-    source = topic_factory(partitions=1)
-    dest = topic_factory(partitions=1, config={"compression.type": "producer"})
-    p = Producer({"bootstrap.servers": kafka.bootstrap})
-    for i in range(300):
-        p.produce(source, value=f"v-{i}".encode(), partition=0)
-    assert p.flush(30) == 0
+    source, dest = _one_partition_copy(kafka, topic_factory, 300)
     group = f"g-{uuid.uuid4().hex[:6]}"
     old_member = _member(kafka.bootstrap, group, source)
     zombie_metadata = old_member.consumer_group_metadata()  # generation 1, as the zombie last knew it
