@@ -186,8 +186,8 @@ def seed(
 ) -> SeedResult:
     """Produce `records` to `topic` until `count` records or `max_bytes` bytes; create the topic if missing."""
     admin, _ = connect_admin(cluster)
-    shape, created = ensure(admin, topic, partitions=partitions,
-                                   replication_factor=replication_factor, config=topic_config)
+    shape, created = ensure(admin, topic, partitions=partitions, replication_factor=replication_factor,
+                            config=topic_config, fix="drop --partitions to use it as it is, or choose another topic")
     failures = _DeliveryFailures()
     producer = Producer(client_config(
         cluster,

@@ -166,19 +166,20 @@ def create_topic(admin: AdminClient, topic: NewTopic, timeout: float) -> None:
 
 
 def ensure(admin: AdminClient, name: str, *, partitions: int | None, replication_factor: int = -1,
-           config: Mapping[str, str] | None = None, timeout: float = 30.0) -> tuple[TopicShape, bool]:
+           config: Mapping[str, str] | None = None, timeout: float = 30.0,
+           fix: str = "choose another topic") -> tuple[TopicShape, bool]:
     """Create `name` if missing; return its shape and whether it was created.
 
     An existing topic is used as it is; asking for a different partition count is an error,
-    because records would not land where the caller expects.
+    because records would not land where the caller expects. `fix` ends that error: what the caller's user can do
+    (only the caller knows which command, options and config keys the user has).
     """
     existing = describe(admin, name)
     if existing is not None:
         if partitions is not None and existing.partitions != partitions:
             raise TopicError(
-                f"topic {name} exists with {existing.partitions} partitions, not the {partitions} asked for; "
-                "drop --partitions to use it as it is, or choose another topic"
-            )
+                f"topic {name} exists with {existing.partitions} partitions, not the {partitions} asked for; {fix}",
+                topic=name)
         return existing, False
     create_topic(admin, NewTopic(name, num_partitions=partitions or 1, replication_factor=replication_factor,
                             config=dict(config or {})), timeout)
