@@ -36,7 +36,13 @@ from transcoder.kafka.writer_failures import (
     Record,
     RefusedRecords,
 )
-from transcoder.kafka.writer_metrics import BATCH_LATENCY_STRATA, LATENCY_SAMPLING, WriterMetrics, batch_latencies
+from transcoder.kafka.writer_metrics import (
+    BATCH_LATENCY_STRATA,
+    LATENCY_SAMPLING,
+    WriterMetrics,
+    batch_latencies,
+    new_and_backlog,
+)
 from transcoder.kafka.writer_producers import (
     LARGEST_RECORD,
     ClientFactory,
@@ -387,15 +393,15 @@ class Writer:
                                      Delivered(dest, partition, -1, (key, value, headers, ts, 0))), False)
             return
         self._acked[dest] += n
-        ts = section.max_timestamp
-        self.acked_ts[(dest, partition)] = ts
-        if ts >= self.start_ms:
-            producer = next(p for p, d, _ in self.batch_routes[source] if d == dest)
-            acked_at = producer.reported_at or time.time()
-            for age, weight in batch_latencies(section, n, acked_at * 1000):
-                self.metrics.latency(dest, max(0.0, age / 1000), weight)
-        else:  # backlog: its age is not the pipeline's latency
-            self.metrics.backfill(dest)
+        self.acked_ts[(dest, partition)] = section.max_timestamp
+        producer = next(p for p, d, _ in self.batch_routes[source] if d == dest)
+        acked_at = producer.reported_at or time.time()
+        # each record new or backlog by its own timestamp: a batch mixing both is not timed (or left out) whole
+        samples, backlog = new_and_backlog(section, n, acked_at * 1000, self.start_ms)
+        for age, weight in samples:
+            self.metrics.latency(dest, max(0.0, age / 1000), weight)
+        if backlog:  # its age is not the pipeline's latency
+            self.metrics.backfill(dest, backlog)
         if self.offset_map is not None:
             add = self.offset_map.add
             for i, offset in enumerate(section.offsets):

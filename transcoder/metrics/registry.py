@@ -54,7 +54,7 @@ class DestinationFigures:
     #: cumulative (upper bound, count) of sampled latencies of records newer than the lane's start, +Inf last
     latency_buckets: list[tuple[float, float]]
     #: sampled acknowledgements of records older than the lane's start (backlog): not in the latency
-    backlog_samples: int
+    backlog_samples: float
     #: as latency_buckets, on FINE_LATENCY_BUCKETS: what /status's quantiles are computed from
     latency_fine_buckets: list[tuple[float, float]] = field(default_factory=list)
 
@@ -208,13 +208,15 @@ class Metrics:
         r.register(self.batch_records)
         self.latency = _WeightedHistograms(
             "transcoder_end_to_end_latency_seconds",
-            "Acknowledgement time minus the source record's timestamp, of records newer than the lane's start "
-            "(backlog is counted apart); sampled 1 record in 16, every record with the same chance (a batch's "
-            "records weighted by their number).", ["lane", "destination"], LATENCY_BUCKETS)
+            "Acknowledgement time minus the source record's timestamp, of records stamped at or after the lane's "
+            "start (new records; older ones, backlog, are counted apart, each record by its own timestamp); sampled "
+            "1 record in 16, every record with the same chance (a batch's records weighted by their number).",
+            ["lane", "destination"], LATENCY_BUCKETS)
         r.register(self.latency)
         self.backlog_samples = Counter("transcoder_backlog_latency_samples_total",
                                        "Latency samples left out of end_to_end_latency_seconds because the record "
-                                       "was older than the lane's start (backlog: its age, not the pipeline's).",
+                                       "was stamped before the lane's start (backlog: its age, not the "
+                                       "pipeline's); 1 sample per 16 records, as that histogram's count.",
                                        ["lane", "destination"], registry=r)
         self.lag_records = Gauge("transcoder_consumer_lag_records",
                                  "Records of a source partition the lane has not copied and committed yet: the "
@@ -332,7 +334,7 @@ class LaneMetrics:
         self._latency_counts: dict[str, list[float]] = {}
         #: ... and per FINE_LATENCY_BUCKETS bucket (+Inf last)
         self._latency_fine: dict[str, list[float]] = {}
-        self._backlog: dict[str, int] = {}
+        self._backlog: dict[str, float] = {}
 
     def records(self, n: int, nbytes: int) -> None:
         self._records.inc(n)
@@ -368,17 +370,18 @@ class LaneMetrics:
         self._latency_counts[destination][bisect.bisect_left(LATENCY_BUCKETS, seconds)] += weight
         self._latency_fine[destination][bisect.bisect_left(FINE_LATENCY_BUCKETS, seconds)] += weight
 
-    def backfill(self, destination: str) -> None:
-        """A sampled acknowledgement of a record older than the lane's start: counted, not timed."""
-        self._backlog[destination] = self._backlog.get(destination, 0) + 1
-        self.m.backlog_samples.labels(lane=self.lane, destination=destination).inc()
+    def backfill(self, destination: str, weight: float = 1.0) -> None:
+        """Sampled acknowledgements of records older than the lane's start: counted, not timed; `weight`: how many
+        samples (1 in LATENCY_SAMPLING records) they stand for, as `latency`'s."""
+        self._backlog[destination] = self._backlog.get(destination, 0.0) + weight
+        self.m.backlog_samples.labels(lane=self.lane, destination=destination).inc(weight)
 
     def figures(self, destination: str) -> DestinationFigures:
         record_bytes, compressed = self._wire.get(destination, [0.0, 0.0])
         return DestinationFigures(record_bytes_out=record_bytes, compressed_bytes=compressed,
                                   wire_ratio=record_bytes / compressed if compressed else None,
                                   latency_buckets=_cumulative(LATENCY_BUCKETS, self._latency_counts.get(destination)),
-                                  backlog_samples=self._backlog.get(destination, 0),
+                                  backlog_samples=self._backlog.get(destination, 0.0),
                                   latency_fine_buckets=_cumulative(FINE_LATENCY_BUCKETS,
                                                                    self._latency_fine.get(destination)))
 

@@ -180,7 +180,7 @@ def document(*, group_id: str, lanes_mode: str, lanes: Sequence[tuple[LaneStatus
                 "latency_p50_seconds": histogram_quantile(0.5, f.latency_fine_buckets or f.latency_buckets),
                 "latency_p99_seconds": histogram_quantile(0.99, f.latency_fine_buckets or f.latency_buckets),
                 "latency_samples": round(f.latency_buckets[-1][1]),
-                "backlog_latency_samples": f.backlog_samples,
+                "backlog_latency_samples": round(f.backlog_samples),
                 "broker_recompression": brokers.recompression.get(dest) if brokers else None,
                 "candidates": candidates_document(candidates.get(dest, CandidateStatus()))
                 if candidates is not None else None,

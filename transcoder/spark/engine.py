@@ -80,9 +80,8 @@ class SparkLane:
                 for dest, seconds in t.latencies.items():
                     for s, weight in seconds:
                         m.latency(dest, s, weight)
-                for dest, n in t.backlog.items():
-                    for _ in range(n):
-                        m.backfill(dest)
+                for dest, weight in t.backlog.items():
+                    m.backfill(dest, weight)
                 for reason, n in t.errors.items():
                     for _ in range(n):
                         m.error(reason)

@@ -128,7 +128,7 @@ class TaskTally:
     #: (destination, codec) -> [(batch bytes window, batch records window, record bytes since the last one)]
     produced_windows: dict[tuple[str, str], list[tuple[Window, Window, int]]] = field(default_factory=dict)
     latencies: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # destination -> [(s, weight)]
-    backlog: dict[str, int] = field(default_factory=dict)
+    backlog: dict[str, float] = field(default_factory=dict)  # destination -> weight of backlog samples
     errors: dict[str, int] = field(default_factory=dict)
     dead_lettered_records: int = 0
     cpu_seconds: float = 0.0  # the Python worker's CPU (this process: the loop and librdkafka's threads)
@@ -164,8 +164,8 @@ class TallyMetrics:
     def latency(self, destination: str, seconds: float, weight: float = 1.0) -> None:
         self.tally.latencies.setdefault(destination, []).append((seconds, weight))
 
-    def backfill(self, destination: str) -> None:
-        self.tally.backlog[destination] = self.tally.backlog.get(destination, 0) + 1
+    def backfill(self, destination: str, weight: float = 1.0) -> None:
+        self.tally.backlog[destination] = self.tally.backlog.get(destination, 0.0) + weight
 
     def error(self, reason: str) -> None:
         self.tally.errors[reason] = self.tally.errors.get(reason, 0) + 1
