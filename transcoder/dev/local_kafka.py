@@ -755,6 +755,10 @@ class LocalCluster(_StateDir):
         if set(nodes) == set(st.nodes):
             # a node registers before its client listener binds: one that cannot bind exits while this probes
             _probe_topic(admin, min(3, len(nodes)), deadline, check_exits)
+            # and a node's port taken by another process that listens answers nothing: each node is asked at its
+            # own listener alone (on a loaded machine the node's exit can come after the probe's topic)
+            for n in nodes:
+                _answers_alone(st.node(n).bootstrap, n, deadline, check_exits)
 
     def kill(self, node: int) -> NodeState:
         """SIGKILL the node, as a crash would (unflushed writes may be lost), and wait until it is gone (reaped when
@@ -840,6 +844,26 @@ class LocalCluster(_StateDir):
                 shutil.rmtree(m.data_dir, ignore_errors=True)
             self._state_path.unlink(missing_ok=True)
         return st if alive else None
+
+
+def _answers_alone(bootstrap: str, node: int, deadline: float, check: Callable[[], None]) -> None:
+    """Until DescribeCluster asked at `bootstrap` alone is answered by node `node`, retrying until `deadline`.
+    `check` is called before each try (it raises when a node exited)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": _Silent()})
+    while True:
+        check()
+        try:
+            if admin.describe_cluster(request_timeout=3).result().nodes:
+                return
+        except KafkaException:
+            pass
+        if time.monotonic() > deadline:
+            raise LocalKafkaError(f"node {node} of the local cluster does not answer at {bootstrap} (another "
+                                  "process listening on its port?)")
+        time.sleep(0.3)
 
 
 def _probe_topic(admin: Any, replicas: int, deadline: float, check: Callable[[], None] = lambda: None) -> None:
