@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -22,33 +23,85 @@ from transcoder.logs import RDKAFKA_LOGGER, client_debug_contexts
 
 
 class ErrorTracker:
-    """`error_cb` for a client: remembers the last global error so a failure can say why, and when the current
-    streak of "unreachable" errors began (an outage's start, not the last time the lane moved: a lane idle for an
-    hour before a 15-s outage was unreachable 15 s)."""
-
-    #: errors this far apart are two outages, not one (librdkafka repeats them every reconnect.backoff.max.ms, 10 s)
-    STREAK_GAP_S = 30.0
+    """`error_cb` for a client: remembers the last global error so a failure can say why, and the client's current
+    outage: from its first "unreachable" error (`streak_start`) to the first answer of a broker after it
+    (`answered`, or `statistics`: librdkafka's own figures). Only an answer ends an outage: librdkafka repeats its
+    errors seldom (identical ones are suppressed, reconnects back off to 10 s), so a quiet minute says nothing."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.last: KafkaError | None = None
         self.at = 0.0  # clock() of the last error
         #: the last error that says why (librdkafka follows each with a bare "N/N brokers are down")
         self.cause: KafkaError | None = None
-        #: clock() of the first "unreachable" error of the current streak (None: none yet)
+        #: clock() of the first "unreachable" error of the current outage (None: no outage)
         self.streak_start: float | None = None
+        #: the last "unreachable" error: why the current outage is one
+        self.unreachable_error: KafkaError | None = None
+        #: the last outage that ended: (its first failure, the first answer after it), clock() times
+        self.recovered: tuple[float, float] | None = None
+        #: the latest answer known: (a broker answered certainly after this, at this), clock() times
+        self.last_answer: tuple[float, float] | None = None
         self._clock = clock
+        self._rx: dict[str, int] = {}  # broker -> responses received, at the last statistics emission
+        self._stats_at: float | None = None  # clock() of the last statistics emission
 
     def __call__(self, err: KafkaError) -> None:
         now = self._clock()
         if err.code() in _UNREACHABLE:
-            previous = self.last
-            if (self.streak_start is None or previous is None or previous.code() not in _UNREACHABLE
-                    or now - self.at > self.STREAK_GAP_S):
+            self.unreachable_error = err
+            if self.streak_start is None:
                 self.streak_start = now
         self.last = err
         self.at = now
         if err.code() != KafkaError._ALL_BROKERS_DOWN:
             self.cause = err
+
+    def answered(self, at: float, after: float | None = None) -> None:
+        """A broker answered this client (or the lane it serves) at `at` (clock time), and certainly after `after`
+        (default `at`): an outage that began by then is over, `at` its first success."""
+        after = at if after is None else after
+        if self.last_answer is None or after > self.last_answer[0]:
+            self.last_answer = (after, at)
+        start = self.streak_start
+        if start is not None and after >= start:
+            self.streak_start = None
+            self.recovered = (start, at)
+
+    def statistics(self, stats: Mapping[str, Any], now: float | None = None) -> None:
+        """One librdkafka statistics emission of this client (parsed): what its brokers answered. A connection UP
+        answered its handshake when it came up (`stateage` back from now); a broker whose responses received
+        (`rx`) grew answered since the previous emission. The first such answer after an outage began ends it."""
+        now = self._clock() if now is None else now
+        brokers = stats.get("brokers") or {}
+        previous, since = self._rx, self._stats_at
+        self._rx = {name: int(b.get("rx", 0)) for name, b in brokers.items()}
+        self._stats_at = now
+        answers = []  # (certainly after, at)
+        for name, b in brokers.items():
+            rx = self._rx[name]
+            if b.get("state") == "UP" and rx > 0:
+                up = now - float(b.get("stateage", 0)) / 1e6
+                answers.append((up, up))
+            if since is not None and rx > previous.get(name, 0):
+                answers.append((since, now))
+        for after, at in sorted(answers, key=lambda a: a[1]):  # the earliest that ends the outage, if one does
+            self.answered(at, after)
+
+    def wrap_statistics(self, stats_cb: Callable[[str], None]) -> Callable[[str], None]:
+        """The client's `stats_cb`, passing each emission through `statistics` first."""
+
+        def on_stats(raw: str) -> None:
+            try:
+                self.statistics(json.loads(raw))
+            except ValueError:  # not JSON: the figures are the callback's business, the outage stays as it was
+                pass
+            stats_cb(raw)
+
+        return on_stats
+
+    def unreachable(self) -> KafkaError | None:
+        """The last "unreachable" error of an outage not over yet (no broker answered since it began)."""
+        return self.unreachable_error if self.streak_start is not None else None
 
     def unreachable_since(self, after: float) -> KafkaError | None:
         """The last error, if it came after `after` (monotonic) and says no broker can be reached."""
@@ -87,7 +140,9 @@ def client_config(base: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     if contexts is not None:
         conf.setdefault("debug", contexts)
     conf.setdefault("logger", logging.getLogger(RDKAFKA_LOGGER))
-    conf.setdefault("error_cb", ErrorTracker())
+    tracker = conf.setdefault("error_cb", ErrorTracker())
+    if isinstance(tracker, ErrorTracker) and "stats_cb" in conf:  # its outages end on the brokers' answers
+        conf["stats_cb"] = tracker.wrap_statistics(conf["stats_cb"])
     return conf
 
 

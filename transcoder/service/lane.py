@@ -163,10 +163,13 @@ class Lane:
         self.status = LaneStatus(name=spec.name, group_id=spec.group_id, acked=self.writer.acked_total,
                                  destinations={d: (s, self.writer.codec_of[d])
                                                for d, s in self.writer.source_of.items()})
-        self._error_trackers = [conf["error_cb"], *self.writer.error_trackers]
+        #: the consumer's error_cb (an ErrorTracker): its outages end on its brokers' answers (_on_consumer_stats)
+        self._consumer_errors = conf["error_cb"]
         self.consumer = clients.consumer
         #: readiness: (records read + acknowledged, when that last changed); see _check_progress
         self._progress = (0, time.monotonic())
+        #: records acknowledged at the last check, and when it was: acknowledgements since are the destination's answer
+        self._acked_mark = (0, time.monotonic())
         self._stall_s = max(STALL_S, 2 * max(t.destination.batch.linger_ms for t in spec.targets) / 1000)
         self.assigned: set[Partition] = set()
         #: backpressure holds every assigned partition (max_in_flight_bytes reached)
@@ -204,6 +207,7 @@ class Lane:
     def _on_consumer_stats(self, raw: str) -> None:
         now_ms = time.time() * 1000
         stats = json.loads(raw)
+        self._consumer_errors.statistics(stats, time.monotonic())  # the brokers that answered end an outage
         committed = self.checkpoint.committed
         lags = self.path.lags(stats, committed)
         # librdkafka learns a partition's end from its fetches, which stop while the lane is paused or its prefetch
@@ -464,33 +468,46 @@ class Lane:
         log.info("lane_stopped", lane=self.spec.name, state=self.status.state, records=self.status.records)
 
     def _check_progress(self, now: float) -> None:
-        """Readiness: the lane cannot copy while records wait and nothing was acknowledged for `_stall_s`, or
-        while a client reports Kafka unreachable and nothing moved since. Logged once when it starts and ends."""
-        mark = self.status.records + sum(self.writer.acked_total.values())
+        """Readiness: the lane cannot copy while records wait and nothing was acknowledged for `_stall_s`, or while
+        a client's outage is not over: an "unreachable" error and no broker answered since (acknowledgements, the
+        consumer's statistics). Logged once when it starts and once when it ends, with how long it lasted: from
+        the first failure to the first success."""
+        trackers = [self._consumer_errors, *self.writer.error_trackers]
+        one_cluster = self.config.destination_cluster is None
+        acked = sum(self.writer.acked_total.values())
+        last_acked, checked_at = self._acked_mark
+        self._acked_mark = (acked, now)
+        if acked != last_acked:  # the destination answered since the last check
+            for t in trackers if one_cluster else self.writer.error_trackers:
+                t.answered(now, checked_at)
+        if one_cluster:  # a broker's answer to one client of the lane is the cluster's answer to all
+            latest = max((t.last_answer for t in trackers if t.last_answer is not None), default=None)
+            if latest is not None:
+                for t in trackers:
+                    t.answered(latest[1], latest[0])
+        mark = self.status.records + acked
         last_mark, since = self._progress
         if mark != last_mark:
             self._progress = (mark, now)
-            if self.status.unreachable is not None:
-                log.info("lane_copying_again", lane=self.spec.name, after_s=round(now - self._down_since, 1))
-                self.status.unreachable = None
-            return
+            since = now
         why = None
         if self.ledger.in_flight_bytes > 0 and now - since >= self._stall_s:
             why = (f"no acknowledgement for {now - since:.0f} s with {self.ledger.outstanding(self.assigned)} "
                    f"records in flight: {in_flight_summary(self.ledger.pending, KAFKA_ERRORS.last(since=since))}")
         else:
-            after = max(since, now - self._stall_s)  # errors keep coming (reconnect attempts) while it lasts
-            found = next(((e, t) for t in self._error_trackers if (e := t.unreachable_since(after)) is not None),
-                         None)
-            if found is not None:
-                err, tracker = found
+            down = [(t.streak_start, err) for t in trackers
+                    if t.streak_start is not None and (err := t.unreachable()) is not None]
+            if down:
+                # since the outage's first failure, not since the lane last moved (it may have had nothing to copy
+                # for hours)
+                since, err = min(down, key=lambda d: d[0])
                 why = f"Kafka unreachable: {err.str()}"
-                # since the outage began, not since the lane last moved (it may have had nothing to copy for hours)
-                since = max(since, tracker.streak_start if tracker.streak_start is not None else since)
         if why is not None:
             self._cannot_copy(why, since)
         elif self.status.unreachable is not None:
-            log.info("lane_copying_again", lane=self.spec.name, after_s=round(now - self._down_since, 1))
+            ended = max((t.recovered[1] for t in trackers
+                         if t.recovered is not None and t.recovered[1] >= self._down_since), default=now)
+            log.info("lane_copying_again", lane=self.spec.name, after_s=round(ended - self._down_since, 1))
             self.status.unreachable = None
 
     def _cannot_copy(self, why: str, since: float) -> None:

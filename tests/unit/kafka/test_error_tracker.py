@@ -1,11 +1,15 @@
-"""transcoder.kafka.clients.ErrorTracker: when an outage began, as `lane_copying_again after_s` reports it. On a
-3-broker cluster a lane idle before a 15-37 s cut reported 137-655 s: the time since it last moved."""
+"""transcoder.kafka.clients.ErrorTracker: a client's outage, from its first "unreachable" error to the first answer
+of a broker after it, as `lane_copying_again after_s` reports it. On a 3-broker cluster a lane idle before a 15-37 s
+cut reported 137-655 s (the time since it last moved); then 137-259 s, ended by a quiet spell instead of an answer,
+and once while the broker was still down (issue 42)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import KafkaError
 
-from transcoder.kafka.clients import ErrorTracker
+from transcoder.kafka.clients import ErrorTracker, client_config
 
 
 class Clock:
@@ -16,28 +20,82 @@ class Clock:
         return self.now
 
 
+def stats(**brokers: tuple[str, float, int]) -> dict[str, Any]:
+    """librdkafka statistics with brokers name=(state, seconds in that state, responses received)."""
+    return {"brokers": {name: {"state": state, "stateage": int(age * 1e6), "rx": rx}
+                        for name, (state, age, rx) in brokers.items()}}
+
+
 def test_an_outage_begins_at_its_first_unreachable_error():
     clock = Clock()
     t = ErrorTracker(clock)
-    assert t.streak_start is None
+    assert t.streak_start is None and t.unreachable() is None
     clock.now = 1600.0  # the lane was idle 600 s: nothing to do with the outage
     t(KafkaError(KafkaError._TRANSPORT))
     for _ in range(3):  # librdkafka repeats them while it lasts
         clock.now += 5
         t(KafkaError(KafkaError._ALL_BROKERS_DOWN))
-    assert t.streak_start == 1600.0 and t.unreachable_since(1600.0 - 1) is not None
+    assert t.streak_start == 1600.0 and t.unreachable() is not None
     assert t.cause is not None and t.cause.code() == KafkaError._TRANSPORT
 
 
-def test_a_later_outage_is_a_streak_of_its_own():
+def test_an_outage_lasts_until_a_broker_answers_however_quiet_the_errors():
     clock = Clock()
     t = ErrorTracker(clock)
+    t.statistics(stats(b1=("UP", 300, 500)))  # before: the broker answering for 5 minutes
     t(KafkaError(KafkaError._TRANSPORT))
-    clock.now += 2
-    t(KafkaError(KafkaError._MSG_TIMED_OUT))  # not an "unreachable" error: the streak ends with it
-    clock.now += 3
-    t(KafkaError(KafkaError._TRANSPORT))
-    assert t.streak_start == 1005.0
-    clock.now += ErrorTracker.STREAK_GAP_S + 1  # quiet for longer than librdkafka's repeats: a new outage
+    clock.now += 1
     t(KafkaError(KafkaError._ALL_BROKERS_DOWN))
-    assert t.streak_start == clock.now
+    for _ in range(8):  # librdkafka says nothing more for 40 s (identical errors suppressed, reconnects back off)
+        clock.now += 5
+        t.statistics(stats(b1=("TRY_CONNECT", clock.now - 1000, 500)))
+        if clock.now == 1020:
+            t(KafkaError(KafkaError._MSG_TIMED_OUT))  # not an answer either
+        assert t.unreachable() is not None and t.streak_start == 1000.0
+    clock.now = 1047.0
+    t.statistics(stats(b1=("UP", 2.5, 503)))  # reconnected 2.5 s ago: its handshake answered at 1044.5
+    assert t.streak_start is None and t.unreachable() is None
+    assert t.recovered == (1000.0, 1044.5)  # first failure to first success: 44.5 s
+    clock.now += 5
+    t(KafkaError(KafkaError._TRANSPORT))  # a later outage is one of its own
+    assert t.streak_start == 1052.0
+
+
+def test_a_connection_still_up_from_before_is_no_answer_but_responses_since_are():
+    clock = Clock()
+    t = ErrorTracker(clock)
+    t.statistics(stats(b1=("UP", 100, 40)))
+    clock.now = 1002.0
+    t(KafkaError(KafkaError._TIMED_OUT))  # a stall: the connection stays UP, its requests time out
+    clock.now = 1005.0
+    t.statistics(stats(b1=("UP", 105, 41)))  # a response, but maybe from before the failure
+    assert t.streak_start == 1002.0
+    clock.now = 1010.0
+    t.statistics(stats(b1=("UP", 110, 41)))  # UP since long before: nothing answered
+    assert t.streak_start == 1002.0
+    clock.now = 1015.0
+    t.statistics(stats(b1=("UP", 115, 42)))  # a response since 1010, after the failure: the outage is over
+    assert t.unreachable() is None and t.recovered == (1002.0, 1015.0)
+
+
+def test_an_answer_from_before_the_failure_does_not_end_it():
+    clock = Clock()
+    t = ErrorTracker(clock)
+    clock.now = 1010.0
+    t(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    t.answered(1009.0)
+    assert t.streak_start == 1010.0
+    t.answered(1020.0, after=1005.0)  # acknowledgements counted between 1005 and 1020: maybe before it
+    assert t.streak_start == 1010.0
+    t.answered(1030.0, after=1020.0)
+    assert t.recovered == (1010.0, 1030.0)
+
+
+def test_client_config_passes_statistics_through_the_tracker():
+    seen: list[str] = []
+    conf = client_config({"bootstrap.servers": "k:9092"}, stats_cb=seen.append)
+    tracker = conf["error_cb"]
+    tracker(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    start = tracker.streak_start
+    conf["stats_cb"]('{"brokers": {"b1": {"state": "UP", "stateage": 0, "rx": 3}}}')
+    assert seen and tracker.streak_start is None and tracker.recovered[0] == start
