@@ -66,7 +66,7 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
     from transcoder.dev import seed as seeding
 
     if file is not None:
-        source = seeding.FileSource(file, fmt=file_format, key_field=key_field)
+        source = seeding.FileSource(file, fmt=file_format, key_field=key_field, format_option="--file-format")
         # files carry no timestamps: the records get one, a millisecond apart (as a steady producer would)
         recs = [(r.key, r.value, r.headers, 1_767_225_600_000 + i) for i, r in enumerate(islice(source, count))]
         return sampling.from_records(f"file {file}", recs, partition_count)
@@ -231,7 +231,7 @@ def _current(spec: str | None, batch: int | None, facts: Any, sizes: list[int]) 
     from transcoder.evaluate import grid
 
     if spec is not None:
-        settings = grid.parse_codec(spec)
+        settings = grid.parse_codec(spec, option="--current")
         if len(settings) != 1:
             raise ConfigError(f"--current {spec!r}: give one codec and at most one level")
         setting = settings[0]

@@ -60,12 +60,13 @@ class Cell:
     producer: Producer = "librdkafka"
 
 
-def parse_codec(spec: str) -> list[Setting]:
-    """One `--codecs` value: a codec, optionally with levels (`zstd:1,3,19`). ConfigError naming what is wrong."""
+def parse_codec(spec: str, option: str = "--codecs") -> list[Setting]:
+    """One `--codecs` value: a codec, optionally with levels (`zstd:1,3,19`). ConfigError naming what is wrong, and
+    `option`, the option the spec was given with (`--codecs`, `--current`)."""
     name, sep, levels = spec.strip().partition(":")
     name = name.strip().lower()
     if name not in get_args(Codec):
-        raise ConfigError(f"--codecs {spec!r}: unknown codec {name!r} (one of {', '.join(get_args(Codec))})")
+        raise ConfigError(f"{option} {spec!r}: unknown codec {name!r} (one of {', '.join(get_args(Codec))})")
     codec: Codec = name  # type: ignore[assignment]
     if not sep:
         return [Setting(codec, None)]
@@ -74,15 +75,15 @@ def parse_codec(spec: str) -> list[Setting]:
         try:
             level = int(part.strip())
         except ValueError:
-            raise ConfigError(f"--codecs {spec!r}: {part.strip()!r} is not a level (an integer)") from None
+            raise ConfigError(f"{option} {spec!r}: {part.strip()!r} is not a level (an integer)") from None
         try:
             if not (codec == "zstd" and ZSTD_MIN_FAST_LEVEL <= level < 0):
                 check_level(codec, level)
         except ValueError as exc:
-            raise ConfigError(f"--codecs {spec!r}: {exc}") from None
+            raise ConfigError(f"{option} {spec!r}: {exc}") from None
         out.append(Setting(codec, level))
     if not out:
-        raise ConfigError(f"--codecs {spec!r}: no levels after ':'")
+        raise ConfigError(f"{option} {spec!r}: no levels after ':'")
     return out
 
 

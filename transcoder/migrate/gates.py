@@ -173,4 +173,4 @@ def rewind_line(step: str, group: str, topic: str, found: list[Rewind]) -> str:
     return (f"{step} of group {group} refused: it would move the group backwards on {topic} [{r.partition}] from its "
             f"committed offset {r.committed} to {r.translated}{more}, delivering {behind:,} record(s) again; the "
             f"group has read {topic} further than the migration's state says (was the state topic lost or reset?): "
-            "nothing was committed, --force or not")
+            "nothing was committed" + (", --force or not" if step == "cutover" else ""))
