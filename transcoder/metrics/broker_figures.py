@@ -42,6 +42,9 @@ class BrokerFigures:
         #: topic -> bytes on disk; destination -> records it holds (end - start offsets)
         self.disk: dict[str, int] = {}
         self.topic_records: dict[str, int] = {}
+        #: destination -> whether its log is compacted (cleanup.policy): it then holds fewer records than its
+        #: offsets span, and bytes on disk over that span are no average record
+        self.compacted: dict[str, bool] = {}
         #: destination -> why the broker recompresses it (None: it does not)
         self.recompression: dict[str, str | None] = {}
         self._polls = 0
@@ -109,6 +112,7 @@ class BrokerFigures:
         self._polls += 1
         for name, d in dests.items():
             ctype = configs[name].effective.get("compression.type", "producer")
+            self.compacted[name] = "compact" in configs[name].effective.get("cleanup.policy", "delete")
             codec = self.codec_of[name]
             lane = self.lane_of[name]
             found = []

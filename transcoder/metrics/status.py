@@ -156,10 +156,12 @@ def document(*, group_id: str, lanes_mode: str, lanes: Sequence[tuple[LaneStatus
              candidates: Mapping[str, CandidateStatus] | None = None) -> dict[str, Any]:
     """The Kafka Connect-style status document: lanes, assignments, offsets, lag, per-destination figures.
 
-    Latency is of records newer than the lane's start: a record's acknowledgement by the destination minus its
-    source timestamp, every record with the same chance of being sampled (1 in 16; a batch's records by their
-    number), p50 and p99 from buckets 6% apart; `backlog_latency_samples` counts the sampled records (batches, on
-    record sets) that were older (a backfill's age is not the pipeline's latency). With live scoring on
+    Latency is of new records, those stamped at or after the lane's start (each record by its own timestamp, a
+    batch mixing backlog and new records too): a record's acknowledgement by the destination minus its source
+    timestamp, every record with the same chance of being sampled (1 in 16; a batch's records by their number), p50
+    and p99 from buckets 6% apart; `backlog_latency_samples` counts the samples of older records, in the same unit
+    (a backfill's age is not the pipeline's latency). `topic_records` is the offsets a destination's log spans;
+    `compacted` says its log holds fewer records than that (cleanup.policy compact). With live scoring on
     (`candidates`: destination topic -> its scoring), each destination has a `candidates` section (see
     `candidates_document`); without, `candidates` is null.
     """
@@ -177,6 +179,7 @@ def document(*, group_id: str, lanes_mode: str, lanes: Sequence[tuple[LaneStatus
                 "disk_bytes": brokers.disk.get(dest) if brokers else None,
                 "source_disk_bytes": brokers.disk.get(source) if brokers else None,
                 "topic_records": brokers.topic_records.get(dest) if brokers else None,
+                "compacted": brokers.compacted.get(dest) if brokers else None,
                 "latency_p50_seconds": histogram_quantile(0.5, f.latency_fine_buckets or f.latency_buckets),
                 "latency_p99_seconds": histogram_quantile(0.99, f.latency_fine_buckets or f.latency_buckets),
                 "latency_samples": round(f.latency_buckets[-1][1]),

@@ -98,6 +98,8 @@ class DestinationRow:
     records: int
     cpu_seconds_per_million_records: float | None  # the lane's, all parts
     disk_bytes: int | None
+    #: bytes on disk / records the log holds (end - start offsets); None on a compacted destination, whose log holds
+    #: fewer records than its offsets span (see disk_bytes_per_record_copied)
     avg_record_disk_bytes: float | None
     ratio_to_source_disk: float | None  # source bytes on disk / destination bytes on disk
     ratio_to_uncompressed: float | None  # uncompressed record bytes sent / compressed bytes sent (wire)
@@ -109,6 +111,10 @@ class DestinationRow:
     #: live scoring (evaluate: in the config): one sentence per candidate on the latest sample, and the sample
     candidates: tuple[str, ...] = ()
     candidate_sample: str | None = None
+    #: the destination's log is compacted (cleanup.policy): its bytes on disk are over the records copied (the
+    #: offsets its log spans), of which compaction kept fewer
+    compacted: bool = False
+    disk_bytes_per_record_copied: float | None = None
 
 
 # ---------------------------------------------------------------- live scoring: candidate vs current, in words
@@ -167,11 +173,13 @@ def from_status(doc: dict) -> list[DestinationRow]:
         lag = sum(lane.get("lag_records", {}).values())
         for d in lane.get("destinations", []):
             disk, src_disk = d.get("disk_bytes"), d.get("source_disk_bytes")
+            per_offset = _ratio(disk, d.get("topic_records") or 0)
+            compacted = bool(d.get("compacted"))
             rows.append(DestinationRow(
                 lane=lane["name"], destination=d["topic"], codec=d["codec"], records=d.get("records_out", 0),
                 cpu_seconds_per_million_records=lane.get("cpu_seconds_per_million_records"),
                 disk_bytes=disk,
-                avg_record_disk_bytes=_ratio(disk, d.get("topic_records") or 0),
+                avg_record_disk_bytes=None if compacted else per_offset,
                 ratio_to_source_disk=_ratio(src_disk, disk or 0),
                 ratio_to_uncompressed=_ratio(d.get("record_bytes_out") or None, d.get("compressed_bytes") or 0),
                 lag_records=lag, latency_p99_seconds=d.get("latency_p99_seconds"),
@@ -180,6 +188,7 @@ def from_status(doc: dict) -> list[DestinationRow]:
                 broker_recompression=d.get("broker_recompression"),
                 candidates=candidate_sentences(d.get("candidates")),
                 candidate_sample=_sample_note(d.get("candidates")),
+                compacted=compacted, disk_bytes_per_record_copied=per_offset if compacted else None,
             ))
     return rows
 
@@ -191,9 +200,18 @@ _STATUS_HEADERS = ("lane", "destination", "codec", "records", "CPU s / 1M record
 
 def _status_cells(r: DestinationRow) -> tuple[str, ...]:
     return (r.lane, r.destination, r.codec, f"{r.records:,}", cell_text(r.cpu_seconds_per_million_records, ",.2f"),
-            cell_text(r.disk_bytes, ","), cell_text(r.avg_record_disk_bytes, ",.1f", " B"),
-            cell_text(r.ratio_to_source_disk, ".2f", "x"), cell_text(r.ratio_to_uncompressed, ".2f", "x"),
+            cell_text(r.disk_bytes, ","), _disk_record_cell(r), cell_text(r.ratio_to_source_disk, ".2f", "x"),
+            cell_text(r.ratio_to_uncompressed, ".2f", "x"),
             f"{r.lag_records:,}", _latency_cell(r), r.broker_recompression or "no")
+
+
+def _disk_record_cell(r: DestinationRow) -> str:
+    """Average record on disk; on a compacted destination, bytes on disk per record copied, said as such: its log
+    holds fewer records than were copied, and how many it holds Kafka does not say without reading it whole."""
+    if r.compacted:
+        return cell_text(r.disk_bytes_per_record_copied, ",.1f",
+                         " B per record copied (compacted: the log holds fewer)")
+    return cell_text(r.avg_record_disk_bytes, ",.1f", " B")
 
 
 def _latency_cell(r: DestinationRow) -> str:

@@ -126,3 +126,22 @@ def test_report_says_what_its_latency_is_of(p99, samples, backlog, cell):
     header, _, row = md.splitlines()[:3]
     assert "p99 latency (new records)" in header
     assert f"| {cell} |" in row
+
+
+def _disk_doc(compacted):
+    return {"lanes": [{"name": "l", "lag_records": {"t[0]": 0}, "destinations": [{
+        "topic": "t.zstd", "codec": "zstd", "records_out": 100_000, "disk_bytes": 100_000, "topic_records": 100_000,
+        "compacted": compacted}]}]}
+
+
+def test_a_compacted_destination_has_no_average_record_only_bytes_per_record_copied():
+    # 100,000 records copied, compaction kept 100 keys' latest (1,000 B each): 100,000 B over 100,000 offsets is
+    # no average record (issue 42: "1.0 B"). How many records the log holds Kafka does not say without reading it.
+    row = from_status(_disk_doc(True))[0]
+    assert row.avg_record_disk_bytes is None and row.disk_bytes_per_record_copied == 1.0 and row.compacted
+    md = status_markdown([row])
+    assert "| 1.0 B per record copied (compacted: the log holds fewer) |" in md
+    assert json.loads(as_json([row]))[0]["avg_record_disk_bytes"] is None
+    plain = from_status(_disk_doc(False))[0]
+    assert plain.avg_record_disk_bytes == 1.0 and plain.disk_bytes_per_record_copied is None
+    assert "| 1.0 B |" in status_markdown([plain])
