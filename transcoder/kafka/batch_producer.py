@@ -564,18 +564,19 @@ class BatchProducer:
                 self._acc.put_back(b.tp, [b.records])
         self._seq.set_back(b.tp, b.base_sequence)
 
-    def _split_back(self, b: Batch) -> None:
-        """A batch too large for the topic goes back as its two halves, to be sealed as batches of their own. Not
+    def _split_back(self, b: Batch, pieces: list[Any] | None = None) -> None:
+        """A batch too large for the topic goes back as its two halves (or as `pieces`, sections or lists of records
+        in order: batch_sender's cut of a batch refused for some records), to be sealed as batches of their own. Not
         after an abort began meanwhile: it went with its transaction."""
         with self._lock:
             if self._purges != self._round_purges:
                 pass
             elif b.section is not None:
-                self._sections.setdefault(b.tp, deque()).extendleft(reversed(b.section.split()))
+                self._sections.setdefault(b.tp, deque()).extendleft(reversed(pieces or b.section.split()))
             else:
                 assert b.records is not None
                 half = len(b.records) // 2
-                self._acc.put_back(b.tp, [b.records[:half], b.records[half:]])
+                self._acc.put_back(b.tp, pieces or [b.records[:half], b.records[half:]])
 
     def _encode(self, taken: Mapping[Partition, list[Record]],
                 sections: Mapping[Partition, Any] | None = None) -> dict[Partition, Batch]:

@@ -1,8 +1,10 @@
 """The batch producer's Produce requests: one round sends each batch once, one request per leader, all in flight at
 once (`start`), then reads the answers (`finish`), one handler per outcome of a partition's answer (delivered, sent
-again, split, producer id renewed, refused), and gives up on batches past the delivery timeout. It also takes the
-idempotent producer's id (InitProducerId, `renew_producer_id`): at the start, and whenever a batch's outcome is
-unknown.
+again, split, producer id renewed, refused), and gives up on batches past the delivery timeout. A batch refused for
+some of its records (INVALID_TIMESTAMP, INVALID_RECORD) is cut until each of those is alone, the pieces sent again in
+order: the valid records are written, in their order, and only a record refused alone is reported failed. It also
+takes the idempotent producer's id (InitProducerId, `renew_producer_id`): at the start, and whenever a batch's
+outcome is unknown.
 
 Shaped after aiokafka's `producer/sender.py` (a handler per request and answer). The producer it works for (the
 Host: transcoder.kafka.batch_producer.BatchProducer) owns the queue, the lock, the transaction and the sequence
@@ -26,11 +28,13 @@ import structlog
 
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.failure_log import FailureLog
-from transcoder.kafka.produce_batches import Batch, Partition, Round
+from transcoder.kafka.produce_batches import Batch, Partition, Round, isolate, record_halves
 from transcoder.kafka.produce_errors import (
+    INVALID_TIMESTAMP,
     MSG_TIMED_OUT,
     NETWORK_EXCEPTION,
     PRODUCER_FENCED,
+    RECORD_REFUSALS,
     NoAnswer,
     NotSent,
     ProduceError,
@@ -62,7 +66,7 @@ class Host(Protocol):
 
     def _unready(self, b: Batch) -> None: ...
 
-    def _split_back(self, b: Batch) -> None: ...
+    def _split_back(self, b: Batch, pieces: list[Any] | None = None) -> None: ...
 
     def _drop(self, batches: list[Batch], err: ProduceError) -> None: ...
 
@@ -161,9 +165,13 @@ class Sender:
         answers = Answers(round_.retry)
         for leader, (group, call) in round_.started.items():
             per_partition = self._answers_of(leader, group, call, answers)
-            for tp, b in group.items() if per_partition is not None else ():
+            if per_partition is None:
+                continue
+            refused = h._info.produce_record_errors(call) if any(
+                code in RECORD_REFUSALS for code, _ in per_partition.values()) else {}
+            for tp, b in group.items():
                 code, base_offset = per_partition.get(tp, (NETWORK_EXCEPTION, -1))  # no answer for it
-                self._on_answer(b, code, base_offset, ahead, answers, leader)
+                self._on_answer(b, code, base_offset, ahead, answers, leader, refused.get(tp, ()))
         self._expire(answers)
         h._finish(answers.done)
         retry = answers.retry
@@ -241,8 +249,12 @@ class Sender:
 
     # ------------------------------------------------------------------ one handler per outcome
     def _on_answer(self, b: Batch, code: int, base_offset: int, ahead: dict[Partition, Batch],
-                   answers: Answers, leader: int) -> None:
-        what = batching.outcome(code, b.count, is_retriable(code))
+                   answers: Answers, leader: int, refused: tuple[int, ...] = ()) -> None:
+        """`refused`: the records the answer names as refused (record_errors), by index in the batch."""
+        if code in RECORD_REFUSALS and b.count > 1:  # refused for some of its records: cut until they are alone
+            what = Outcome.SPLIT
+        else:
+            what = batching.outcome(code, b.count, is_retriable(code))
         if what is not Outcome.DELIVERED and b.tp in ahead:  # before its own sequence is set back (below)
             self._host._unready(ahead.pop(b.tp))
         if what is Outcome.DELIVERED:
@@ -252,7 +264,7 @@ class Sender:
         elif what is Outcome.RENEW:
             self._renew(b, code, answers)
         elif what is Outcome.SPLIT:
-            self._split(b)
+            self._split(b, code, refused)
         else:
             self._refused(b, code, answers)
 
@@ -289,12 +301,26 @@ class Sender:
             answers.retry[b.tp] = b
             answers.renew = True
 
-    def _split(self, b: Batch) -> None:
-        """Too large for the topic: its halves go back to be sealed as batches of their own."""
-        self._host._seq.set_back(b.tp, b.base_sequence)  # not written: its sequences go to the halves
-        self._host._split_back(b)
-        self._log.info("batch_split", client_id=self._host.client_id, topic=b.tp[0], partition=b.tp[1],
-                       records=b.count, bytes=len(b.payload))
+    def _split(self, b: Batch, code: int, refused: tuple[int, ...] = ()) -> None:
+        """Too large for the topic: its halves go back to be sealed as batches of their own. Refused for some of its
+        records (RECORD_REFUSALS; `refused`: their indexes, when the answer names them): cut until each of those is
+        alone (produce_batches.isolate), the pieces go back in order; one refused alone is reported (`_refused`)."""
+        self._host._seq.set_back(b.tp, b.base_sequence)  # not written: its sequences go to the pieces
+        if code not in RECORD_REFUSALS:
+            self._host._split_back(b)
+            self._log.info("batch_split", client_id=self._host.client_id, topic=b.tp[0], partition=b.tp[1],
+                           records=b.count, bytes=len(b.payload))
+            return
+        if b.section is not None:
+            pieces: list[Any] = isolate(b.section, b.count, refused, lambda s: s.split())
+        else:
+            assert b.records is not None
+            pieces = isolate(b.records, b.count, refused, record_halves)
+        self._host._split_back(b, pieces)
+        self._log.info("batch_refused_for_some_records", client_id=self._host.client_id, topic=b.tp[0],
+                       partition=b.tp[1], records=b.count, error=error_name(code),
+                       refused=list(refused) or "not named (cut in halves)", pieces=len(pieces),
+                       note="sent again in order; only a record refused alone fails")
 
     def _refused(self, b: Batch, code: int, answers: Answers) -> None:
         """Refused for good. In a transaction, fenced or ended by the coordinator: the transaction is lost (the
@@ -305,8 +331,12 @@ class Sender:
             return
         self._host._seq.set_back(tp, b.base_sequence)
         answers.renew = answers.renew or code in batching.SEQUENCE_BROKEN_CODES
-        answers.done.append((ProduceError(code, f"{tp[0]} [{tp[1]}]: {error_text(code)}: the broker refused a batch "
-                                                f"of {b.count} records ({len(b.payload)} bytes)"), b, -1))
+        what = (f"the broker refused a batch of {b.count} records ({len(b.payload)} bytes)" if b.count > 1 else
+                f"the broker refused this record, sent alone ({len(b.payload)} bytes)")
+        if code == INVALID_TIMESTAMP:
+            what += (": its timestamp is outside the destination's message.timestamp.before.max.ms / "
+                     "message.timestamp.after.max.ms of the broker's clock")
+        answers.done.append((ProduceError(code, f"{tp[0]} [{tp[1]}]: {error_text(code)}: {what}"), b, -1))
 
     def _expire(self, answers: Answers) -> None:
         """Batches past the delivery timeout: failed (the last attempt's outcome is unknown, so the producer id is

@@ -1,13 +1,14 @@
 """The batch producer's batches: a record as it is held, a batch as it is sent (records framed here, or a section
-sealed here), the reports its records get (Delivered), one round of the sender's Produce requests, and the sealing of
-batches under the producer's id, epoch and sequence numbers (ProducerSequences).
+sealed here), the reports its records get (Delivered), one round of the sender's Produce requests, the sealing of
+batches under the producer's id, epoch and sequence numbers (ProducerSequences), and the cutting of a batch refused
+for some of its records (`isolate`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
@@ -114,3 +115,34 @@ def restamped(sections: Mapping[Partition, Batch], sequences: ProducerSequences)
         out[tp] = Batch(tp, None, base, restamp(b.payload, *sequences.stamp(base)), b.first_sent, b.size,
                         section=b.section)
     return out
+
+
+T = TypeVar("T")
+
+
+def isolate(batch: T, count: int, refused: Collection[int], halves: Callable[[T], tuple[T, T]]) -> list[T]:
+    """A batch of `count` records the broker refused for some of them (INVALID_TIMESTAMP, INVALID_RECORD), cut into
+    pieces, in order, that are sent again as batches of their own: cut in halves (`halves`, as Section.split cuts:
+    the first half count // 2) until each refused record (`refused`: indexes in the batch, as the answer's
+    record_errors name them) is alone, the pieces without one kept whole. Only a record refused alone is at fault.
+    With no index known (a broker before Produce v8 names none), the two halves: cut again while refused."""
+    bad = {i for i in refused if 0 <= i < count}
+    if count < 2:
+        return [batch]
+    if not bad:
+        return list(halves(batch))
+
+    def cut(piece: T, start: int, stop: int) -> list[T]:
+        if stop - start < 2 or not any(start <= i < stop for i in bad):
+            return [piece]
+        middle = start + (stop - start) // 2
+        first, second = halves(piece)
+        return cut(first, start, middle) + cut(second, middle, stop)
+
+    return cut(batch, 0, count)
+
+
+def record_halves(records: list[Record]) -> tuple[list[Record], list[Record]]:
+    """A list of records in halves as a Section splits: the first half len // 2."""
+    half = len(records) // 2
+    return records[:half], records[half:]

@@ -28,6 +28,11 @@ NotSent = kafka.errors.NodeNotReadyError
 NETWORK_EXCEPTION = 13
 OPERATION_NOT_ATTEMPTED = 55  # AddPartitionsToTxn: not added because another partition of the request failed
 PRODUCER_FENCED = 90
+INVALID_TIMESTAMP = 32
+INVALID_RECORD = 87
+#: Refusals of a batch for some of its records (a timestamp out of the topic's range, a null key on a compacted
+#: topic); the answer names them by index (record_errors, Produce v8+): the batch is cut until each is alone.
+RECORD_REFUSALS = frozenset({INVALID_TIMESTAMP, INVALID_RECORD})
 TRANSPORT = KafkaError._TRANSPORT
 TIMED_OUT = KafkaError._TIMED_OUT
 MSG_TIMED_OUT = KafkaError._MSG_TIMED_OUT

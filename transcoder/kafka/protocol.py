@@ -430,6 +430,15 @@ class RawClient:
         return {(t.name, p.index): (p.error_code, p.base_offset)
                 for t in response.responses for p in t.partition_responses}
 
+    @staticmethod
+    def produce_record_errors(call: Call) -> dict[tuple[str, int], tuple[int, ...]]:
+        """The records a broker refused a partition's batch for, by index in the batch, as the answer to a Produce
+        request sent by produce_start names them (record_errors, Produce v8+: KIP-467, for INVALID_RECORD and
+        INVALID_TIMESTAMP); partitions whose answer names none are left out."""
+        response = call.result()
+        return {(t.name, p.index): tuple(sorted({e.batch_index for e in p.record_errors}))
+                for t in response.responses for p in t.partition_responses if p.record_errors}
+
     def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         """Leader broker id per (topic, partition); -1 where there is none right now.
 

@@ -36,8 +36,17 @@ COPIED_CONFIGS = (
     "message.timestamp.type",
 )
 
+#: How far a record's timestamp may be from the broker's clock when it is written, or the broker refuses its batch
+#: with INVALID_TIMESTAMP: after/before (Kafka 3.6+, KIP-937; Kafka 4 defaults after to 1 h), and the older
+#: difference (both ways; gone in Kafka 4), which stands for an after/before left at no limit.
+TIMESTAMP_LIMITS = ("message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+                    "message.timestamp.difference.max.ms")
+#: Kafka's "no limit" (Long.MAX_VALUE).
+NO_LIMIT = 2**63 - 1
 
-def destination_configs(source_configs: Mapping[str, str], explicit: set[str]) -> dict[str, str]:
+
+def destination_configs(source_configs: Mapping[str, str], explicit: set[str],
+                        broker: Mapping[str, str] | None = None) -> dict[str, str]:
     """Configs to create a destination with, from its source's effective configs.
 
     Copied: what was set on the source topic itself (`explicit`), and max.message.bytes always
@@ -45,12 +54,72 @@ def destination_configs(source_configs: Mapping[str, str], explicit: set[str]) -
     CreateTime destination, set explicitly (not left to the broker default): the destination
     must keep the source's timestamps, which the producer sends as CreateTime.
     compression.type is `producer`: the broker then stores each batch as transcoder compressed it.
+
+    The source's timestamp limits (TIMESTAMP_LIMITS) are inherited: with `broker`, the destination broker's configs,
+    each one it knows (`log.<name>`) whose default there differs from the source's value, and CreateTime is set
+    explicitly where its default message.timestamp.type is LogAppendTime; without (its configs unreadable), the
+    after/before limits set on the source topic itself.
     """
     out = {k: source_configs[k] for k in COPIED_CONFIGS
            if k in source_configs and (k in explicit or k == "max.message.bytes")}
-    if source_configs.get("message.timestamp.type") == "LogAppendTime":
+    for k in TIMESTAMP_LIMITS:
+        if k not in source_configs:
+            continue
+        if broker is None:
+            inherit = k in explicit and k != "message.timestamp.difference.max.ms"
+        else:
+            inherit = f"log.{k}" in broker and broker[f"log.{k}"] != source_configs[k]
+        if inherit:
+            out[k] = source_configs[k]
+    if (source_configs.get("message.timestamp.type") == "LogAppendTime"
+            or (broker is not None and broker.get("log.message.timestamp.type") == "LogAppendTime")):
         out["message.timestamp.type"] = "CreateTime"
     out["compression.type"] = "producer"
+    return out
+
+
+def loosest_limits(source_configs: Mapping[str, TopicConfigs]) -> TopicConfigs:
+    """The widest timestamp limits of several sources (a dead-letter topic takes records of each), as one topic's."""
+    effective = {}
+    for k in TIMESTAMP_LIMITS:
+        values = [int(c.effective[k]) for c in source_configs.values() if k in c.effective]
+        if values:
+            effective[k] = str(max(values))
+    return TopicConfigs(effective, {k for c in source_configs.values() for k in c.explicit if k in effective})
+
+
+def timestamp_limit(configs: Mapping[str, str], side: str) -> int:
+    """How many ms a record's timestamp may be `side` ("after": ahead of, "before": behind) the broker's clock on a
+    topic of these effective configs, as the broker reads them: message.timestamp.<side>.max.ms unless it is left
+    at no limit, then message.timestamp.difference.max.ms."""
+    limit = int(configs.get(f"message.timestamp.{side}.max.ms", NO_LIMIT))
+    return limit if limit != NO_LIMIT else int(configs.get("message.timestamp.difference.max.ms", NO_LIMIT))
+
+
+def timestamp_type_problem(what: str, configs: Mapping[str, str]) -> str | None:
+    """Why an existing topic (`what`: "destination t") would not keep the copied timestamps: LogAppendTime."""
+    if configs.get("message.timestamp.type") != "LogAppendTime":
+        return None
+    topic = what.rsplit(" ", 1)[-1]
+    return (f"{what} has message.timestamp.type=LogAppendTime: the broker would replace the timestamp of every "
+            f"record copied there with its append time; set it with `kafka-configs --alter --entity-type topics "
+            f"--entity-name {topic} --add-config message.timestamp.type=CreateTime`")
+
+
+def tighter_limits(topic: str, configs: Mapping[str, str], source: str,
+                   source_configs: Mapping[str, str]) -> list[dict[str, object]]:
+    """The timestamp limits of existing topic `topic` tighter than its source's: records the source took that it
+    may refuse (each then named, and dead-lettered with errors.tolerance=all). One dict of log fields per limit."""
+    out: list[dict[str, object]] = []
+    for side in ("after", "before"):
+        have, want = timestamp_limit(configs, side), timestamp_limit(source_configs, side)
+        if have < want:
+            name = f"message.timestamp.{side}.max.ms"
+            out.append({"topic": topic, "config": name, "value": have, "source": source, "source_value": want,
+                        "refused": f"records stamped more than {have} ms {'ahead of' if side == 'after' else 'behind'}"
+                                   " the broker's clock when copied",
+                        "fix": f"kafka-configs --alter --entity-type topics --entity-name {topic} "
+                               f"--add-config {name}={want}"})
     return out
 
 
@@ -108,20 +177,32 @@ def _version(text: str) -> tuple[int, ...]:
         return (99,)
 
 
-def broker_format(admin: AdminClient) -> BrokerFormat | None:
-    """One destination broker's format settings; None when its topics are v2 whatever they say (no IBP
-    config, as in Kafka 4, or IBP >= 3.0) or its configs cannot be read (then a produce error says it)."""
+def broker_configs(admin: AdminClient) -> dict[str, str] | None:
+    """One broker's configs (name -> value, those with a value); None when they cannot be read."""
     try:
         broker = min(admin.list_topics(timeout=10).brokers)
         res = ConfigResource(ConfigResource.Type.BROKER, str(broker))
         entries = admin.describe_configs([res], request_timeout=30)[res].result()
     except (KafkaException, ValueError):
         return None
-    ibp = getattr(entries.get("inter.broker.protocol.version"), "value", None)
-    fmt = getattr(entries.get("log.message.format.version"), "value", None)
+    return {k: v for k, e in entries.items() if (v := getattr(e, "value", None)) is not None}
+
+
+def format_of(configs: Mapping[str, str] | None) -> BrokerFormat | None:
+    """A broker's format settings from its configs; None when its topics are v2 whatever they say (no IBP config,
+    as in Kafka 4, or IBP >= 3.0) or its configs are unknown (then a produce error says it)."""
+    if configs is None:
+        return None
+    ibp = configs.get("inter.broker.protocol.version")
+    fmt = configs.get("log.message.format.version")
     if not ibp or _version(ibp) >= (3, 0):
         return None
     return BrokerFormat(ibp, fmt or ibp)
+
+
+def broker_format(admin: AdminClient) -> BrokerFormat | None:
+    """One destination broker's format settings (format_of its broker_configs)."""
+    return format_of(broker_configs(admin))
 
 
 def format_problem(topic: str, codec: str, message_format: str, inter_broker_protocol: str) -> str | None:
@@ -160,14 +241,21 @@ def dlq_size_problem(dlq_topic: str, dlq_configs: Mapping[str, str],
 
 
 def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str | None,
-              max_produce_version: int | None, broker: BrokerFormat | None = None) -> Provision:
+              max_produce_version: int | None, broker: BrokerFormat | None = None,
+              broker_defaults: Mapping[str, str] | None = None) -> Provision:
     """Check everything before a record is copied; TopicError naming every problem found.
 
     Checks: sources exist; the destination broker speaks zstd (Produce v7, Kafka 2.1) when a
     target needs it; destinations are stored in the v2 record format (`broker`: the destination brokers'
     format settings, None when they store v2 only); existing destinations have the source's partition count, a
-    compression.type that keeps batches as produced (or allow_broker_recompression), and a
-    max.message.bytes no smaller than the source's; an existing dead-letter topic, one no smaller than any source's.
+    compression.type that keeps batches as produced (or allow_broker_recompression), a
+    max.message.bytes no smaller than the source's and message.timestamp.type CreateTime (LogAppendTime would
+    replace every copied timestamp); an existing dead-letter topic, one no smaller than any source's, and
+    CreateTime. Timestamp limits (message.timestamp.after/before.max.ms) of an existing destination or dead-letter
+    topic tighter than its sources' are a warning (destination_timestamp_limit_tighter), not a refusal: they refuse
+    only records stamped that far from the broker's clock, which most sources never hold, and each record refused is
+    named (and dead-lettered with errors.tolerance=all). Created topics inherit the sources' limits
+    (`broker_defaults`: the destination broker's configs, None when unreadable: destination_configs).
     """
     problems: list[str] = []
     sources: dict[str, TopicShape] = {}
@@ -193,7 +281,7 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
         d = target.destination
         want_parts = sources[source].partitions
         cfg = src_cfg[source]
-        create = destination_configs(cfg.effective, cfg.explicit)
+        create = destination_configs(cfg.effective, cfg.explicit, broker_defaults)
         shape = existing[name]
         if broker is not None:
             fmt = (broker.message_format if shape is None else
@@ -220,19 +308,29 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
         if dst_max < src_max:
             problems.append(f"destination {name} has max.message.bytes={dst_max}, smaller than its source's "
                             f"{src_max}: records the source accepted would be refused")
+        problem = timestamp_type_problem(f"destination {name}", have)
+        if problem:
+            problems.append(problem)
+        for tighter in tighter_limits(name, have, source, cfg.effective):
+            log.warning("destination_timestamp_limit_tighter", **tighter)
         destinations.append(DestinationTopic(name, source, target.name, d.label, shape.partitions, True, {}, ctype))
 
     dlq = None
     if dlq_topic:
         shape = describe(dst, dlq_topic)
         biggest = max((int(c.effective.get("max.message.bytes", "1048588")) for c in src_cfg.values()), default=0)
+        loosest = loosest_limits(src_cfg)
         if shape is not None:
-            problem = dlq_size_problem(dlq_topic, describe_configs(dst, [dlq_topic])[dlq_topic].effective, src_cfg)
-            if problem:
-                problems.append(problem)
+            have = describe_configs(dst, [dlq_topic])[dlq_topic].effective
+            for problem in (dlq_size_problem(dlq_topic, have, src_cfg),
+                            timestamp_type_problem(f"dead-letter topic {dlq_topic}", have)):
+                if problem:
+                    problems.append(problem)
+            for tighter in tighter_limits(dlq_topic, have, ", ".join(sorted(src_cfg)), loosest.effective):
+                log.warning("destination_timestamp_limit_tighter", **tighter)
+        create = destination_configs(loosest.effective, loosest.explicit, broker_defaults)
         dlq = DestinationTopic(dlq_topic, "", "dlq", "zstd", shape.partitions if shape else 1, shape is not None,
-                               {"max.message.bytes": str(max(biggest, 1048588)), "compression.type": "producer"},
-                               "producer")
+                               {**create, "max.message.bytes": str(max(biggest, 1048588))}, "producer")
     if problems:
         raise TopicError("; ".join(problems))
     return Provision(sources=sources, destinations=destinations, dlq=dlq)
@@ -298,8 +396,9 @@ def prepare(config: Config, *, create: bool) -> Prepared:
     finally:
         info.close()
     plan = routes.plan(config, src_md.topics)
+    defaults = broker_configs(dst)
     provision = preflight(src, dst, plan, dlq_topic=config.errors.dlq_topic, max_produce_version=produce_version,
-                          broker=broker_format(dst))
+                          broker=format_of(defaults), broker_defaults=defaults)
     created = create_missing(dst, provision) if create else []
     if create and config.migration is not None:  # the lanes record the offset map (`transcoder migrate`)
         from transcoder.kafka import offset_map_topic

@@ -25,11 +25,13 @@ DLQ_HEADERS = ("__transcoder.errors.topic", "__transcoder.errors.partition", "__
                "__transcoder.errors.destination", "__transcoder.errors.reason")
 
 #: Errors with which a broker refuses a whole batch for what may be one record in it (a record over the
-#: topic's max.message.bytes, a null key on a compacted topic). librdkafka reports every record of the
-#: batch failed; as Kafka's Java producer splits such a batch, the writer sends each record again alone,
-#: and only a record refused alone is at fault.
+#: topic's max.message.bytes, a null key on a compacted topic, a timestamp outside the topic's
+#: message.timestamp.before/after.max.ms). librdkafka reports every record of the batch failed (where the broker
+#: names the records at fault, KIP-467, the others with _INVALID_DIFFERENT_RECORD); as Kafka's Java producer
+#: splits such a batch, the writer sends each record again alone, and only a record refused alone is at fault.
 BATCH_REFUSALS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
-                            KafkaError.INVALID_RECORD})
+                            KafkaError.INVALID_RECORD, KafkaError.INVALID_TIMESTAMP,
+                            KafkaError._INVALID_DIFFERENT_RECORD})
 
 Record = Message | Delivered
 
@@ -113,7 +115,9 @@ class DeadLetters:
     A failed record is copied there with its key, value and timestamp, its own headers then DLQ_HEADERS (where it
     came from, the destination it failed for, and why). Once the copy is acknowledged the record's ledger entry is
     released (its source offset can be committed); a copy that fails leaves the record in neither its destination
-    nor the DLQ: `fatal` says so, and the engine stops without committing past it.
+    nor the DLQ: `fatal` says so (the first such record), and the engine stops without committing past it. A copy
+    that failed only because another record of its batch was refused (_INVALID_DIFFERENT_RECORD) is sent again:
+    `fatal` names a record the DLQ refused, never one of its innocent neighbours.
     """
 
     def __init__(self, producer: Producer, topic: str | None, lane: str, ledger: Ledger,
@@ -130,6 +134,11 @@ class DeadLetters:
 
     def send(self, f: Failure) -> None:
         """Copy the record of failure `f` to the dead-letter topic."""
+        self._produce(f)
+        log.warning("record_dead_lettered", lane=self.lane, record=f.where, destination=f.destination,
+                    reason=f.reason, dlq_topic=self.topic)
+
+    def _produce(self, f: Failure) -> None:
         assert self.topic
         dlq_topic = self.topic
         msg = f.message
@@ -140,11 +149,15 @@ class DeadLetters:
 
         def delivered(err: KafkaError | None, _m: Message) -> None:
             if err is not None:
-                # The record is in neither its destination nor the DLQ: stop, and never commit past it.
-                self.fatal = DeliveryError(
-                    f"lane {self.lane}: record {f.where} failed for {f.destination} ({f.reason}) and could not "
-                    f"be written to the DLQ {dlq_topic}: {err.str()}",
-                    topic=f.source[0], partition=f.source[1], offset=f.offset, kafka_error=err.name())
+                if err.code() == KafkaError._INVALID_DIFFERENT_RECORD:
+                    if self.fatal is None:  # innocent: another record of its batch was refused; sent again
+                        self._produce(f)
+                elif self.fatal is None:
+                    # The record is in neither its destination nor the DLQ: stop, and never commit past it.
+                    self.fatal = DeliveryError(
+                        f"lane {self.lane}: record {f.where} failed for {f.destination} ({f.reason}) and could not "
+                        f"be written to the DLQ {dlq_topic}: {err.str()}",
+                        topic=f.source[0], partition=f.source[1], offset=f.offset, kafka_error=err.name())
                 return
             self.ledger.release(f.source, f.offset)
             self.count += 1
@@ -153,5 +166,3 @@ class DeadLetters:
         self.producer.produce(dlq_topic, msg.value() if msg else None, msg.key() if msg else None,
                               timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=headers,
                               on_delivery=delivered)
-        log.warning("record_dead_lettered", lane=self.lane, record=f.where, destination=f.destination,
-                    reason=f.reason, dlq_topic=dlq_topic)

@@ -15,6 +15,7 @@ from tests.unit.kafka.test_batch_producer_outage import _Unreachable
 from transcoder.kafka.batch_producer import BatchProducer
 
 NOT_LEADER_OR_FOLLOWER, INVALID_RECORD, MESSAGE_TOO_LARGE, UNKNOWN_PRODUCER_ID = 6, 87, 10, 59
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 
 
 def _sections(n: int, per: int) -> list[Any]:
@@ -108,7 +109,9 @@ def test_the_next_batch_is_sealed_while_the_last_is_in_flight():
     # sent again, the same bytes: the batch sealed ahead keeps its sequence and goes after it
     ([NOT_LEADER_OR_FOLLOWER], [0, 50, 100], 0),
     # refused for good (not written): the batch sealed ahead takes its sequences
-    ([INVALID_RECORD], [0, 50], 1),
+    ([UNSUPPORTED_FOR_MESSAGE_FORMAT], [0, 50], 1),
+    # refused for some of its records, none named: its halves take its sequences (each half refused is cut again)
+    ([INVALID_RECORD], [0, 25, 50, 100], 0),
     # too large: its halves take its sequences, the batch sealed ahead goes after them
     ([MESSAGE_TOO_LARGE], [0, 25, 50, 100], 0),
     # the broker forgot the producer id: everything goes again under a new one, from sequence 0

@@ -77,6 +77,9 @@ class _Unreachable:
                         ) -> dict[tuple[str, int], tuple[int, int]]:
         return answers
 
+    def produce_record_errors(self, answers: Any) -> dict[tuple[str, int], tuple[int, ...]]:
+        return {}  # names no record: a refused batch is cut in halves
+
     def close(self) -> None:
         pass
 

@@ -99,6 +99,7 @@ class _Host:
         self._seq.renew(7, 0)
         self._failures = _Failures()
         self.answers = answers
+        self.record_errors: dict = {}
         self.reports: list = []
         self.dropped: list = []
         self.split: list = []
@@ -115,6 +116,9 @@ class _Host:
     def produce_answers(self, call: str) -> dict:
         return self.answers
 
+    def produce_record_errors(self, call: str) -> dict:
+        return self.record_errors
+
     def init_producer_id(self) -> tuple[int, int, int]:
         self.renewed += 1
         return 0, 8, 0
@@ -128,8 +132,9 @@ class _Host:
     def _unready(self, b: Batch) -> None:
         self.unready.append(b.tp)
 
-    def _split_back(self, b: Batch) -> None:
+    def _split_back(self, b: Batch, pieces: list | None = None) -> None:
         self.split.append(b.tp)
+        self.pieces = pieces
 
     def _drop(self, batches: list, err: ProduceError) -> None:
         self.dropped.append((len(batches), err.code, err.txn_requires_abort))
@@ -158,7 +163,9 @@ def _round(host: _Host, records: int = 4) -> tuple[Sender, Round]:
     (6, [], True, False, 0, 4),  # NOT_LEADER_OR_FOLLOWER: the same bytes again
     (10, [], False, True, 0, 0),  # too large: the halves go back, with its sequences
     (59, [], True, False, 1, 0),  # UNKNOWN_PRODUCER_ID: sent again under a new producer id
-    (87, [(87, TP, -1)], False, False, 0, 0),  # refused for good: reported failed, its sequences reused
+    (43, [(43, TP, -1)], False, False, 0, 0),  # refused for good: reported failed, its sequences reused
+    (87, [], False, True, 0, 0),  # INVALID_RECORD, none named: its halves go back, with its sequences
+    (32, [], False, True, 0, 0),  # INVALID_TIMESTAMP, likewise
     (45, [(45, TP, -1)], False, False, 1, 0),  # OUT_OF_ORDER_SEQUENCE_NUMBER: reported, a new producer id
 ])
 def test_each_outcome_of_a_produce_answer(code: int, reports: list, retried: bool, split: bool, renewed: int,
