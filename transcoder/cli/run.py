@@ -48,6 +48,8 @@ def _print_plan(prepared: Any, conf: Any) -> None:
         dlq = prepared.provision.dlq
         console.print(f"dead-letter topic: {dlq.topic} ({'exists' if dlq.exists else 'create'})")
     console.print(f"lanes: {conf.lanes}, group ids: {', '.join(lane.group_id for lane in prepared.plan.lanes)}")
+    for skipped in prepared.plan.skipped:
+        console.print(f"routes.{skipped.route}.source_pattern passes over {skipped.topic}: {skipped.why}")
 
 
 ENGINE = click.option("--engine", type=click.Choice(["service", "spark"]), default="service", show_default=True,

@@ -1,5 +1,5 @@
-"""Loading a config: YAML file, TRANSCODER__* environment overrides (the only reader of the environment), one-line
-errors."""
+"""Loading a config: YAML file (a key given twice is an error), TRANSCODER__* environment overrides (the only reader
+of the environment), reserved topics, one-line errors naming the line."""
 
 from __future__ import annotations
 
@@ -12,21 +12,100 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from transcoder.config import reserved
 from transcoder.config.model import Config, SparkConfig
+from transcoder.config.reserved import Loc
 from transcoder.errors import ConfigError
 
 ENV_PREFIX = "TRANSCODER__"
 
+_MERGE_TAGS = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
 
-def _env_value(text: str) -> Any:
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, at: yaml.Mark, first: yaml.Mark) -> None:
+        def where(mark: yaml.Mark) -> str:  # a column only where both are on one line, e.g. {codec: a, codec: b}
+            return f"line {mark.line + 1}" + (f", column {mark.column + 1}" if at.line == first.line else "")
+        super().__init__(f"{where(at)}: key {key!r} given twice (first at {where(first)})")
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML would keep the last one silently).
+
+    Merge keys work as before: a key written beside `<<` overrides the merged one, as YAML's merge key means."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        # SafeConstructor.construct_mapping flattens every mapping first (merging `<<` into it), and flattening a
+        # mapping flattens the ones merged into it: here each mapping is seen as written, before a merge adds to it.
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            first: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue  # a list or mapping as a key: SafeLoader refuses it as unhashable
+                key = key_node.value if key_node.tag in _MERGE_TAGS else self.construct_object(key_node)
+                if key in first:
+                    raise _DuplicateKey(key, key_node.start_mark, first[key])
+                first[key] = key_node.start_mark
+        super().flatten_mapping(node)
+
+
+def _lines(node: yaml.Node | None) -> dict[Loc, int]:
+    """The line of each key and list entry of a composed document, by its path (as pydantic's error locations name
+    it); a merged key by the line it is written on. A node reached again through an alias is not walked again (an
+    alias inside itself, or aliases of aliases, would never end): the paths through it name the line of the alias."""
+    out: dict[Loc, int] = {}
+    walked: set[int] = set()
+
+    def walk(node: yaml.Node, at: Loc) -> None:
+        if id(node) in walked:
+            return
+        walked.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    out[(*at, key_node.value)] = key_node.start_mark.line + 1  # the last: the one in effect
+                    walk(value, (*at, key_node.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                out[(*at, i)] = item.start_mark.line + 1
+                walk(item, (*at, i))
+
+    if node is not None:
+        walk(node, ())
+    return out
+
+
+def read_yaml(text: str) -> tuple[Any, dict[Loc, int]]:
+    """A YAML document as plain data, and the line of each key and list entry in it (`_lines`). yaml.YAMLError for
+    text that is not YAML, or with a key given twice in one mapping."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    return data, _lines(node)
+
+
+def _env_value(name: str, text: str) -> Any:
     """An override's value: a YAML flow list or mapping when it looks like one, else the string.
 
     Strings are left for pydantic to convert per field ("3" for a level, "true" for a flag), so a
     group id or topic named 2024 stays a string.
     """
-    if text.strip()[:1] in ("[", "{"):
-        return yaml.safe_load(text)
-    return text
+    if text.strip()[:1] not in ("[", "{"):
+        return text
+    try:
+        return read_yaml(text)[0]
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name}: not a valid YAML flow list or mapping: {getattr(exc, 'problem', exc)}") from None
 
 
 def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
@@ -44,9 +123,9 @@ def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any
                 node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
             last = path[-1]
             if isinstance(node, list):
-                node[int(last)] = _env_value(environ[name])
+                node[int(last)] = _env_value(name, environ[name])
             else:
-                node[last] = _env_value(environ[name])
+                node[last] = _env_value(name, environ[name])
         except (IndexError, ValueError, TypeError, AttributeError):
             raise ConfigError(f"{name}: no {'.'.join(path)} to override") from None
     return raw
@@ -61,8 +140,33 @@ def _one_line(exc: ValidationError, source: str) -> str:
     return f"{source}: " + "; ".join(parts)
 
 
-def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None = None) -> Config:
-    """Validate a config mapping (after env overrides); ConfigError with every problem on one line."""
+def _overrides(environ: Mapping[str, str]) -> dict[Loc, str]:
+    """The path each TRANSCODER__* variable overrides, and its name."""
+    out: dict[Loc, str] = {}
+    for name in environ:
+        if name.startswith(ENV_PREFIX):
+            path = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+            out[tuple(int(p) if p.isdigit() else p for p in path)] = name
+    return out
+
+
+def _where(loc: Loc, lines: Mapping[Loc, int], overrides: Mapping[Loc, str]) -> str:
+    """`line 7: routes.0.source` (the line of the key, or of the nearest entry around it that is written in the
+    file), or `TRANSCODER__...: routes.0.source` where the environment set it."""
+    path = ".".join(map(str, loc))
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in overrides:
+            return f"{overrides[loc[:n]]}: {path}"
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in lines:
+            return f"line {lines[loc[:n]]}: {path}"
+    return path
+
+
+def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None = None,
+          lines: Mapping[Loc, int] | None = None) -> Config:
+    """Validate a config mapping (after env overrides), reserved topics included; ConfigError with every problem on
+    one line. `lines`: where each key is written (read_yaml), for the reserved topics' errors."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -70,9 +174,15 @@ def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None
     environ = os.environ if environ is None else environ
     raw = _apply_env(raw, environ)
     try:
-        return Config.model_validate(raw, context={"environ": environ})
+        config = Config.model_validate(raw, context={"environ": environ})
     except ValidationError as exc:
         raise ConfigError(_one_line(exc, source)) from None
+    found = list(reserved.problems(config))
+    if found:
+        overrides = _overrides(environ)
+        raise ConfigError(f"{source}: " + "; ".join(f"{_where(loc, lines or {}, overrides)}: {msg}"
+                                                      for loc, msg in found))
+    return config
 
 
 def load(path: Path, *, environ: Mapping[str, str] | None = None) -> Config:
@@ -83,12 +193,14 @@ def load(path: Path, *, environ: Mapping[str, str] | None = None) -> Config:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw, lines = read_yaml(text)
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}:{at} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    return parse(raw, source=str(path), environ=environ)
+    return parse(raw, source=str(path), environ=environ, lines=lines)
 
 
 def with_spark_master(config: Config, master: str) -> Config:

@@ -229,7 +229,7 @@ class Destination(_Model):
     topic: str | None = None
     """Destination topic, a template that may use `{source}`, `{codec}` and `{level}`. Unset: `{source}.{codec}`, or
     `{source}.{codec}-{level}` when a level is set. A missing topic is created with the source's partition count and
-    topic configs."""
+    topic configs. Never a reserved topic (see `routes[].source`)."""
     batch: Batch = Field(default_factory=Batch)
     """How the destination's producer batches records."""
     allow_broker_recompression: bool = False
@@ -267,10 +267,16 @@ class Route(_Model):
     """What to copy where: a source topic (or the topics a pattern matches) and its destinations."""
 
     source: str | None = Field(default=None, min_length=1)
-    """The source topic. Give exactly one of `source` and `source_pattern`."""
+    """The source topic. Give exactly one of `source` and `source_pattern`. Reserved topics are neither sources nor
+    destinations, and a config naming one is refused with the line that names it: Kafka's internal topics (any name
+    starting with `__`: `__consumer_offsets`, `__transaction_state`, ...) and this config's own, the
+    `errors.dlq_topic` and, with a `migration` section, its offset-map and state topics."""
     source_pattern: str | None = Field(default=None, min_length=1)
-    """A regular expression matched against whole topic names: every topic it matches is a source, except internal
-    topics and topics this config writes. Give exactly one of `source` and `source_pattern`."""
+    """A regular expression matched against whole topic names: every topic it matches is a source, except reserved
+    topics (see `source`), topics internal by MirrorMaker 2's and Confluent's conventions (`__`, `.`, `_confluent` or
+    `_schemas` first, `.internal` or `-internal` last; name one as a `source` to copy it) and topics this config
+    writes; `transcoder validate` lists the ones it passes over. Give exactly one of `source` and
+    `source_pattern`."""
     destinations: list[Destination] = Field(min_length=1)
     """The copies written of each source record, one per codec and level."""
 
@@ -299,7 +305,8 @@ class ErrorsConfig(_Model):
     dlq_topic: str | None = None
     """Dead-letter topic of refused records, each with its own headers plus `__transcoder.errors.*` headers saying
     where it came from and why (as Kafka Connect's `errors.deadletterqueue.topic.name`). Required with
-    `tolerance: all`."""
+    `tolerance: all`. Reserved: no route may read or write it, and it is neither a migration topic nor one of
+    Kafka's internal topics."""
 
     def problems(self) -> Iterator[str]:
         if self.tolerance == "all" and not self.dlq_topic:
@@ -438,12 +445,14 @@ class MigrationConfig(_Model):
     """
 
     offset_map_topic: str | None = None
-    """Topic of the offset map (source -> destination offsets at batch boundaries); unset: `<group_id>.offset-map`."""
+    """Topic of the offset map (source -> destination offsets at batch boundaries, and the lanes' health); unset:
+    `<group_id>.offset-map`. Reserved: no route may read or write it."""
     offset_map_retention_ms: int = Field(default=30 * 24 * 3600 * 1000, ge=60_000)
     """The offset map topic's `retention.ms` (default 30 days): it must outlive the longest time a consumer group
     may wait for its cutover."""
     state_topic: str | None = None
-    """Compacted topic of every stage of every group; unset: `<group_id>.migrations`."""
+    """Compacted topic of every stage of every group; unset: `<group_id>.migrations`. Reserved: no route may read or
+    write it, and it is not the offset-map topic."""
     max_lag_records: int = Field(default=10_000, ge=0)
     """Cutover gate: the lane's lag, in records per source partition, must be at most this."""
     error_window_s: float = Field(default=300.0, ge=0)

@@ -214,6 +214,18 @@ def render(root: type[BaseModel] = Config) -> str:
         "`routes`. Unknown keys are errors. Any key can be overridden from the environment, its path in upper "
         f"case joined by `__` after `{ENV_PREFIX}`, list entries by index: "
         f"`{ENV_PREFIX}ROUTES__0__DESTINATIONS__0__LEVEL=9`.",
+        "",
+        "A key given twice in one mapping, at any depth, is an error naming both lines (`config.yaml: line 7: key "
+        "'codec' given twice (first at line 5)`), where YAML itself would keep the last one silently. YAML's merge "
+        "key works: `<<: *defaults` merges a mapping, and a key written beside it overrides the merged one.",
+        "",
+        "Reserved topics are neither sources nor destinations of a route: Kafka's internal topics (any name "
+        "starting with `__`) and the config's own, `errors.dlq_topic` and, with a `migration` section, "
+        "`migration.offset_map_topic` and `migration.state_topic` (by default `<group_id>.offset-map` and "
+        "`<group_id>.migrations`). Every command that reads a config refuses one before it connects, naming the "
+        "line and the topic's role, e.g. `config.yaml: line 10: routes.0.destinations.1.topic: destination "
+        "tour.offset-map is this config's offset-map topic (...): no route may read or write it`. A "
+        "`source_pattern` passes over them (see `routes[].source_pattern`).",
     ]
     for section in found:
         lines += ["", f"## {section.title}", ""]

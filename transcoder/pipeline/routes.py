@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from transcoder.config import Config, Destination, Route
+from transcoder.config import Config, Destination, Route, reserved
 from transcoder.errors import ConfigError
 
 
@@ -51,8 +51,18 @@ class LaneSpec:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A topic a route's `source_pattern` matches but does not copy, and why."""
+
+    route: int
+    topic: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Plan:
     lanes: tuple[LaneSpec, ...]
+    skipped: tuple[Skipped, ...] = ()
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -77,15 +87,24 @@ def _target_name(route_index: int, route: Route, dest: Destination) -> str:
     return f"route{route_index}.{dest.label}"
 
 
-def _is_internal(topic: str) -> bool:
-    return topic.startswith("__") or topic.startswith("_confluent") or topic.startswith("_schemas")
+def _passed_over(config: Config, topic: str, written: set[str]) -> str | None:
+    """Why a pattern that matches `topic` does not copy it, or None if it does."""
+    why = reserved.role(config, topic)
+    if why is not None:
+        return why
+    if reserved.hidden_from_patterns(topic):
+        return "internal by convention (`__`, `.`, `_confluent` or `_schemas` first, `.internal` or `-internal` last)"
+    if topic in written:
+        return "written by this config"
+    return None
 
 
 def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
-    """Resolve routes against the cluster's topics. ConfigError for loops, collisions, no sources.
+    """Resolve routes against the cluster's topics. ConfigError for loops, collisions, reserved topics, no sources.
 
     Literal sources are taken as given (a missing one is reported by provisioning, naming it).
-    Patterns match whole topic names, never internal topics nor any topic this plan writes.
+    Patterns match whole topic names, never internal topics, transcoder's own, nor any topic this plan writes
+    (`Plan.skipped` says which they matched). No route reads or writes a reserved topic (config.reserved).
     """
     existing = sorted(set(existing_topics))
     literal_dests = {d.topic_for(r.source) for r in config.routes if r.source for d in r.destinations}
@@ -95,15 +114,29 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
         written.add(config.errors.dlq_topic)
 
     targets: list[Target] = []
+    skipped: list[Skipped] = []
     for i, route in enumerate(config.routes):
         if route.source is not None:
             sources: tuple[str, ...] = (route.source,)
         else:
             rx = re.compile(route.source_pattern or "")
-            sources = tuple(t for t in existing if rx.fullmatch(t) and not _is_internal(t) and t not in written)
+            matched = [t for t in existing if rx.fullmatch(t)]
+            passed = {t: why for t in matched if (why := _passed_over(config, t, written)) is not None}
+            skipped += [Skipped(i, t, why) for t, why in passed.items()]
+            sources = tuple(t for t in matched if t not in passed)
             if not sources:
-                raise ConfigError(f"routes.{i}.source_pattern {route.source_pattern!r} matches no topic")
-        for dest in route.destinations:
+                raise ConfigError(f"routes.{i}.source_pattern {route.source_pattern!r} matches no topic"
+                                  + (f" it may copy ({len(passed)} passed over: {_listed(passed)})" if passed else ""))
+        for j, dest in enumerate(route.destinations):
+            for s in sources:
+                why = reserved.role(config, s)
+                if why is not None:
+                    raise ConfigError(f"routes.{i}.source: " + reserved.refusal("source", s, why))
+                why = reserved.role(config, dest.topic_for(s))
+                if why is not None:
+                    at = f"routes.{i}.destinations.{j}" + (".topic" if dest.topic is not None else "")
+                    copying = f" (copying {s})" if route.source is None else ""
+                    raise ConfigError(f"{at}: " + reserved.refusal("destination", dest.topic_for(s), why) + copying)
             targets.append(Target(name=_target_name(i, route, dest), destination=dest, sources=sources))
 
     dest_of: dict[str, str] = {}
@@ -123,11 +156,14 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
     loops = sorted(all_sources & set(dest_of))
     if loops:
         raise ConfigError(f"topic {loops[0]} is both a source and a destination: the copy would loop")
-    if config.errors.dlq_topic and config.errors.dlq_topic in all_sources | set(dest_of):
-        raise ConfigError(f"errors.dlq_topic {config.errors.dlq_topic} is also a source or destination")
 
     if config.lanes == "shared":
         lanes = (LaneSpec(name="shared", group_id=config.group_id, targets=tuple(targets)),)
     else:
         lanes = tuple(LaneSpec(name=t.name, group_id=f"{config.group_id}.{t.name}", targets=(t,)) for t in targets)
-    return Plan(lanes=lanes)
+    return Plan(lanes=lanes, skipped=tuple(skipped))
+
+
+def _listed(passed: dict[str, str], most: int = 3) -> str:
+    names = sorted(passed)
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
