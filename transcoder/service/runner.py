@@ -50,6 +50,8 @@ class Service(Served):
         self.metrics = metrics or Metrics()
         self.lanes: list[Lane] = []
         self.stop_event = threading.Event()
+        #: how many times stop() was called (a signal, a caller): run() tells a stop asked after the lanes ended
+        self.stops_asked = 0
         self.threads = ThreadLedger()
         self.endpoints: Endpoints | None = None
         self.brokers: BrokerFigures | None = None
@@ -115,6 +117,23 @@ class Service(Served):
                     break
         return stopping_since
 
+    def _side_jobs(self, threads: list[threading.Thread | None], deadline: float) -> None:
+        """Every lane has ended: the threads beside them (the broker figures' last reading, a scoring job, a
+        verification pass under way) may finish until `deadline`, unless a stop is asked meanwhile: a SIGTERM after
+        the lanes ended finds nothing left to drain, and the service returns at once (a last reading against a
+        broker that does not answer held the process for the whole shutdown_timeout_s + SHUTDOWN_MARGIN_S, the
+        signal changing nothing). Those left are daemons: they end with the process."""
+        asked = self.stops_asked
+        alive = [t for t in threads if t is not None]
+        while self.stops_asked == asked:
+            alive = [t for t in alive if t.is_alive()]
+            left = deadline - time.monotonic()
+            if not alive or left <= 0:
+                return
+            alive[0].join(min(0.2, left))  # short joins: a signal's stop is seen at once
+        log.info("side_jobs_left", threads=[t.name for t in alive if t.is_alive()],
+                 note="a stop asked after every lane ended: not waited for (they only measure)")
+
     def _abandon(self, limit: float, threads: dict[str, threading.Thread]) -> None:
         """Stopping took longer than shutdown_timeout_s (Kafka unreachable, a commit hanging): stop waiting.
         The lanes' threads are daemons, left behind as the process exits; what they did not commit is read
@@ -152,7 +171,8 @@ class Service(Served):
                         other_threads=stacks, note="the lane's loop has not turned: where its thread waits")
 
     def stop(self) -> None:
-        """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag."""
+        """Ask every lane to stop, drain and commit. Safe from a signal handler: it only sets a flag and a count."""
+        self.stops_asked += 1
         self.stop_event.set()
 
     def run(self, *, until_caught_up: bool = False) -> Prepared:
@@ -192,10 +212,7 @@ class Service(Served):
         limit = self.config.shutdown_timeout_s + SHUTDOWN_MARGIN_S
         stopping_since = self._wait(dict(zip(self.lanes, threads, strict=True)), limit)
         self.stop_event.set()  # every lane is done (caught up, stopped or failed): the poller takes a last reading
-        deadline = (stopping_since or time.monotonic()) + limit
-        for side in (poller, scoring, verifying):  # daemons: a reading or job under way may finish in time
-            if side is not None:
-                side.join(max(0.0, deadline - time.monotonic()))
+        self._side_jobs([poller, scoring, verifying], (stopping_since or time.monotonic()) + limit)
         # a lane abandoned while it stopped after failing has raised nothing yet: what failed it
         errors += [ln.failure for ln in self.lanes if ln.failure is not None and by_lane[ln.spec.name].is_alive()]
         if errors:
