@@ -10,18 +10,13 @@ import click
 
 from transcoder import logs
 from transcoder.cli.main import main
-from transcoder.errors import ConfigError, TranscoderError
+from transcoder.errors import TranscoderError
 
 
 def _load_config(path: Path) -> Any:
     from transcoder import config as cfg
 
-    try:
-        return cfg.load(path)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except ValueError as exc:  # PyYAML's constructors raise it bare, e.g. for the impossible date 2020-13-45
-        raise ConfigError(f"{path}: a value is not valid YAML: {exc} (quote it to keep it a string)") from None
+    return cfg.load(path)
 
 
 def _print_plan(prepared: Any, conf: Any) -> None:

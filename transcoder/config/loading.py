@@ -186,16 +186,21 @@ def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None
 
 
 def load(path: Path, *, environ: Mapping[str, str] | None = None) -> Config:
+    """The config in a YAML file (`parse`): ConfigError, one line naming the file, for anything wrong with it."""
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     try:
         raw, lines = read_yaml(text)
     except _DuplicateKey as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except ValueError as exc:  # PyYAML's constructors raise it bare, e.g. for the impossible date 2020-13-45
+        raise ConfigError(f"{path}: a value is not valid YAML: {exc} (quote it to keep it a string)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark is not None else ""

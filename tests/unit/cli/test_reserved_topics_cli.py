@@ -90,3 +90,18 @@ def test_validate_lists_what_a_pattern_passes_over(capsys):
     assert ("routes.0.source_pattern passes over tour.offset-map: this config's offset-map topic "
             "(migration.offset_map_topic, default <group_id>.offset-map)") in out
     assert "passes over web.access" not in out
+
+
+@pytest.mark.parametrize("command", [("migrate", "plan"), ("migrate", "status")])
+def test_a_config_that_is_not_utf8_or_yaml_is_one_line_for_migrate_too(tmp_path, command):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"\xff\xfe\x00cluster: {}\n")
+    proc = run_cli(*command, "-c", str(path), timeout=60)
+    assert proc.returncode == 2
+    assert one_line(proc) == (f"transcoder: error: config file {path} is not UTF-8 text (invalid start byte at byte "
+                              "0)")
+    path.write_text("cluster: {bootstrap_servers: k}\nstart: 2020-13-45\n")
+    proc = run_cli(*command, "-c", str(path), timeout=60)
+    assert proc.returncode == 2
+    assert one_line(proc) == (f"transcoder: error: {path}: a value is not valid YAML: month must be in 1..12 (quote "
+                              "it to keep it a string)")
