@@ -305,7 +305,7 @@ class Writer:
                     for h_key, h_value in headers:
                         size += len(h_key) + (len(h_value) if h_value is not None else 0)
                 in_bytes += size
-                entry = (offset, size)
+                entry = (offset, size, ts)  # the timestamp: a failed report carries none (_delivery_callback)
                 for produce, dest in routes_of[topic]:
                     while True:
                         try:
@@ -415,6 +415,7 @@ class Writer:
         report for its topic (a str decoded and hashed per record), and latency is sampled.
         """
         acked_report = self.ledger.acked
+        acked_failed = self.ledger.acked_failed
         acked = self._acked
         acked_ts = self.acked_ts
         latency = self.metrics.latency
@@ -427,8 +428,8 @@ class Writer:
         def delivered(err: KafkaError | None, msg: Record) -> None:
             dest = only or msg.topic()
             partition = msg.partition()
-            offset = acked_report(dest, partition)
             if err is None:
+                offset = acked_report(dest, partition)
                 if mapped is not None:
                     mapped(source_of[dest], dest, partition, offset, msg.offset())
                 n = acked[dest] = acked[dest] + 1
@@ -440,6 +441,10 @@ class Writer:
                     else:  # backlog: its age is not the pipeline's latency
                         backfill(dest)
             else:
+                offset, ts = acked_failed(dest, partition)
+                if ts is not None and not isinstance(msg, Delivered):
+                    # librdkafka's failed report carries no timestamp: the record's own, as `write` produced it
+                    msg = Delivered(dest, partition, -1, (msg.key(), msg.value(), msg.headers() or (), ts, 0))
                 failed(Failure((source_of[dest], partition), offset, dest, err.name(), err.str(), msg),
                        resend_refused and err.code() in BATCH_REFUSALS)
 

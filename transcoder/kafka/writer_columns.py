@@ -21,7 +21,7 @@ def write_columns(writer: Writer, topic: str, partition: int, offsets: Sequence[
     """
     ledger = writer.ledger
     dests = writer.routes[topic]
-    entries = list(zip(offsets, sizes, strict=True))
+    entries = list(zip(offsets, sizes, stamps, strict=True))  # the timestamp: a failed report carries none
     n = len(entries)
     done = [0] * len(dests)  # per destination: entries[:done[d]] are registered with the ledger
     failed: set[tuple[int, int]] = set()  # (destination index, record index) the producer refused
@@ -33,7 +33,7 @@ def write_columns(writer: Writer, topic: str, partition: int, offsets: Sequence[
                 if failed else entries[done[d]:upto[d]]
             if part:
                 chunk[(dest, partition)] = part
-                nbytes += sum(size for _, size in part)
+                nbytes += sum(e[1] for e in part)
             done[d] = upto[d]
         ledger.sent(chunk, nbytes)
 

@@ -30,8 +30,9 @@ class Ledger:
         self.held: dict[Partition, dict[int, int]] = {}
         self.in_flight_bytes = 0
 
-    def sent(self, produced: Mapping[Partition, list[tuple[int, int]]], nbytes: int) -> None:
-        """Records produced, per destination partition in produce order: (source offset, size) each.
+    def sent(self, produced: Mapping[Partition, list[tuple[int, ...]]], nbytes: int) -> None:
+        """Records produced, per destination partition in produce order: (source offset, size) each, or (source
+        offset, size, timestamp) where a failed report must name the timestamp (`acked_failed`).
 
         `nbytes`: the sizes of all entries added up (a record sent to two destinations counts twice,
         as each acknowledgement gives its size back). Called once per written chunk, not per record.
@@ -47,9 +48,16 @@ class Ledger:
     def acked(self, dest_topic: str, partition: int) -> int:
         """Record one delivery report (success or failure) of a destination partition; return its
         source offset. Reports of one destination partition come in produce order (idempotence)."""
-        offset, size = self.pending[(dest_topic, partition)].popleft()
-        self.in_flight_bytes -= size
-        return offset
+        entry = self.pending[(dest_topic, partition)].popleft()
+        self.in_flight_bytes -= entry[1]
+        return entry[0]
+
+    def acked_failed(self, dest_topic: str, partition: int) -> tuple[int, int | None]:
+        """`acked` for a failed report: (source offset, the record's timestamp as `sent` gave it, or None). A failed
+        report of librdkafka's carries no timestamp; the record sent again or dead-lettered keeps its own."""
+        entry = self.pending[(dest_topic, partition)].popleft()
+        self.in_flight_bytes -= entry[1]
+        return entry[0], (entry[2] if len(entry) == 3 else None)
 
     def sent_runs(self, produced: Mapping[Partition, tuple[int, int, int, int]]) -> None:
         """Runs of records handed to a batching destination, one per destination partition: (first source offset,

@@ -9,12 +9,13 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, KafkaError
 from kafka.record import MemoryRecords
 
 from tests.unit.kafka.test_batch_producer_ahead import _sections
 from tests.unit.kafka.test_batch_producer_outage import _Unreachable
 from tests.unit.kafka.test_batch_producer_parts import TP, _Host, _round
+from tests.unit.kafka.test_writer import Msg, writer
 from tests.unit.kafka.test_writer_failures import Ledger, Producer, failure
 from transcoder.kafka.batch_producer import BatchProducer
 from transcoder.kafka.produce_batches import isolate, record_halves
@@ -158,6 +159,25 @@ def test_sections_valid_records_written_in_order_and_only_the_refused_ones_repor
 # ------------------------------------------------------------------ the records path and the dead-letter topic
 def test_the_records_path_sends_alone_every_record_of_a_batch_refused_for_a_timestamp():
     assert {KafkaError.INVALID_TIMESTAMP, KafkaError._INVALID_DIFFERENT_RECORD} <= BATCH_REFUSALS
+
+
+class _FailedReport(Msg):
+    """A failed delivery report as librdkafka gives it: no timestamp (rd_kafka_message_timestamp on an error)."""
+
+    def timestamp(self):  # type: ignore[no-untyped-def]
+        return (TIMESTAMP_NOT_AVAILABLE, -1)
+
+
+def test_a_record_of_a_refused_batch_is_sent_again_and_dead_lettered_with_its_own_timestamp():
+    w = writer("lz4")
+    w.write([Msg("s", 0, 5), Msg("s", 0, 6)], on_error=lambda e: None)
+    delivered = w._delivery_callback("s.lz4", resend_refused=True)
+    delivered(KafkaError(KafkaError._INVALID_DIFFERENT_RECORD), _FailedReport("s.lz4", 0, -1))
+    delivered(KafkaError(KafkaError.INVALID_TIMESTAMP), _FailedReport("s.lz4", 0, -1))
+    assert [(f.offset, f.message.timestamp(), f.message.key(), f.message.value(), f.message.headers())
+            for f in w.refused.waiting] == [
+        (5, (TIMESTAMP_CREATE_TIME, 1_700_000_000_005), b"k", b"v", [("h", b"12")]),
+        (6, (TIMESTAMP_CREATE_TIME, 1_700_000_000_006), b"k", b"v", [("h", b"12")])]
 
 
 def test_a_dead_letter_refused_for_another_record_of_its_batch_is_sent_again_and_fatal_names_the_one_at_fault():

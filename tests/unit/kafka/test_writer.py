@@ -49,9 +49,10 @@ def test_write_tells_the_ledger_every_record_to_every_destination():
     n, nbytes = w.write([Msg("s", 0, 5), Msg("s", 1, 9), Msg("s", 0, 6)], on_error=lambda e: None)
     size = len(b"k") + len(b"v") + len(b"h") + len(b"12")
     assert (n, nbytes) == (3, 3 * size)
+    ts = 1_700_000_000_000  # each entry keeps its record's timestamp (a failed report of librdkafka's has none)
     assert {k: list(q) for k, q in w.ledger.pending.items()} == {
-        ("s.lz4", 0): [(5, size), (6, size)], ("s.zstd", 0): [(5, size), (6, size)],
-        ("s.lz4", 1): [(9, size)], ("s.zstd", 1): [(9, size)]}
+        ("s.lz4", 0): [(5, size, ts + 5), (6, size, ts + 6)], ("s.zstd", 0): [(5, size, ts + 5), (6, size, ts + 6)],
+        ("s.lz4", 1): [(9, size, ts + 9)], ("s.zstd", 1): [(9, size, ts + 9)]}
     assert w.ledger.in_flight_bytes == 6 * size
     assert w.ledger.next_offset == {("s", 0): 7, ("s", 1): 10}
     assert w.ledger.committable(("s", 0)) == 5  # nothing acknowledged yet
@@ -76,7 +77,7 @@ def test_records_produced_before_a_consumer_error_are_in_the_ledger():
     with pytest.raises(TranscoderError):
         w.write([Msg("s", 0, 0), Msg("s", 0, 1), broken, Msg("s", 0, 3)], on_error=fail)
     # their delivery reports will pop these entries: they must be there
-    assert [off for off, _ in w.ledger.pending[("s.lz4", 0)]] == [0, 1]
+    assert [off for off, *_ in w.ledger.pending[("s.lz4", 0)]] == [0, 1]
     assert w.ledger.next_offset == {("s", 0): 2}
 
 
@@ -86,7 +87,7 @@ def test_write_columns_tells_the_ledger_as_write_does():
     write_columns(w, "s", 1, offsets, [b"k", None, b""], [b"v", None, b"vv"], [None, [("h", None)], None],
                       [1, 2, 3], sizes, record_at=lambda i: Msg("s", 1, offsets[i]))
     assert {k: list(q) for k, q in w.ledger.pending.items()} == {
-        ("s.lz4", 1): [(5, 3), (6, 4), (8, 5)], ("s.zstd", 1): [(5, 3), (6, 4), (8, 5)]}
+        ("s.lz4", 1): [(5, 3, 1), (6, 4, 2), (8, 5, 3)], ("s.zstd", 1): [(5, 3, 1), (6, 4, 2), (8, 5, 3)]}
     assert w.ledger.in_flight_bytes == 2 * 12
     assert w.ledger.next_offset == {("s", 1): 9}
 
@@ -104,13 +105,13 @@ def test_write_columns_registers_each_record_before_waiting_on_a_full_queue(monk
 
     seen = []
     monkeypatch.setattr(w, "poll",
-                        lambda timeout: seen.append({k: [o for o, _ in q] for k, q in w.ledger.pending.items()}))
+                        lambda timeout: seen.append({k: [o for o, *_ in q] for k, q in w.ledger.pending.items()}))
     w.routes["s"] = [(lz4, "s.lz4"), (full_once, "s.zstd")]
     write_columns(w, "s", 0, [0, 1, 2], [None] * 3, [b"a", b"b", b"c"], [None] * 3, [0, 0, 0], [1, 1, 1],
                       record_at=lambda i: Msg("s", 0, i))
     # while waiting, lz4 had produced records 0 and 1 and zstd record 0: exactly those are registered
     assert seen == [{("s.lz4", 0): [0, 1], ("s.zstd", 0): [0]}]
-    assert {k: [o for o, _ in q] for k, q in w.ledger.pending.items()} == {("s.lz4", 0): [0, 1, 2],
+    assert {k: [o for o, *_ in q] for k, q in w.ledger.pending.items()} == {("s.lz4", 0): [0, 1, 2],
                                                                            ("s.zstd", 0): [0, 1, 2]}
 
 
