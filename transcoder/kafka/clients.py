@@ -103,13 +103,6 @@ class ErrorTracker:
         """The last "unreachable" error of an outage not over yet (no broker answered since it began)."""
         return self.unreachable_error if self.streak_start is not None else None
 
-    def unreachable_since(self, after: float) -> KafkaError | None:
-        """The last error, if it came after `after` (monotonic) and says no broker can be reached."""
-        last = self.last
-        if last is not None and self.at > after and last.code() in _UNREACHABLE:
-            return last
-        return None
-
 
 #: librdkafka's errors for a cluster it cannot reach (every broker down, a connection failing or timing out).
 _UNREACHABLE = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
