@@ -911,7 +911,10 @@ _SCRAM_MECHANISMS = tuple(m for m in SASL_MECHANISMS if m.startswith("SCRAM-"))
 
 
 def _upsert_scram_user(state: BrokerState) -> None:
-    """Set the SCRAM user's password over the PLAINTEXT listener (data kept from an `up` that did not add it)."""
+    """Set the SCRAM user's password over the PLAINTEXT listener (data kept from an `up` that did not add it), one
+    AlterUserScramCredentials request per mechanism: Kafka's controller refuses a request that alters one user
+    twice (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"), both of its
+    mechanisms included."""
     from confluent_kafka.admin import (
         AdminClient,
         ScramCredentialInfo,
@@ -922,14 +925,16 @@ def _upsert_scram_user(state: BrokerState) -> None:
     assert state.sasl_password_file is not None and state.sasl_username is not None
     admin = AdminClient({"bootstrap.servers": state.bootstrap, "log_level": 0, "logger": _Silent()})
     password = Path(state.sasl_password_file).read_text().strip().encode()
-    upserts = [UserScramCredentialUpsertion(state.sasl_username, ScramCredentialInfo(m, 8192), password,
-                                            secrets.token_bytes(16))
-               for m in (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)]
-    try:
-        for fut in admin.alter_user_scram_credentials(upserts).values():
-            fut.result(timeout=30)
-    except Exception as exc:  # noqa: BLE001 - any failure here means the secured listener cannot be used
-        raise LocalKafkaError(f"could not add the SCRAM user {state.sasl_username}: {exc}") from None
+    for mechanism in _SCRAM_MECHANISMS:
+        upsert = UserScramCredentialUpsertion(state.sasl_username,
+                                              ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], 8192),
+                                              password, secrets.token_bytes(16))
+        try:
+            for fut in admin.alter_user_scram_credentials([upsert]).values():
+                fut.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - any failure here means the secured listener cannot be used
+            raise LocalKafkaError(f"could not add the SCRAM user {state.sasl_username} ({mechanism}): "
+                                  f"{exc}") from None
 
 
 def _format_storage(nodes: list[tuple[Path, Path]], libs: Path, cluster_id: str, extra: list[str]) -> None:
