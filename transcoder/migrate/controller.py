@@ -240,13 +240,15 @@ class Controller:
         if migration.get("stage") == "finished":
             raise MigrationError(f"migration {self.r.destination} is finished; start a new one with another "
                                  "destination")
+        # Every group new to the migration is looked up before anything is written: one that the cluster does not
+        # know (a typo) or that does not read the source refuses the whole step, and the migration, the offset-map
+        # topic and the other groups stay as they were.
+        views = {g: groups.describe_group(self.src_groups, g, self.r.source) for g in chosen
+                 if f"group/{g}" not in st}
         offset_map_topic.ensure_topic(self.dst_admin, self.config)
         if "migration" not in st:
             self._put("migration", migration)
-        for g in chosen:
-            if f"group/{g}" in st:
-                continue
-            view = groups.describe_group(self.src_groups, g, self.r.source)
+        for g, view in views.items():
             self._put(f"group/{g}", {"stage": "source", "source_offsets": _strs(view.committed),
                                      "registered_ms": _now_ms(), "history": [["source", _now_ms()]]})
         try:
