@@ -15,6 +15,7 @@ import structlog
 
 from transcoder.config import SparkConfig
 from transcoder.errors import ConfigError, TranscoderError
+from transcoder.spark import driver_output
 
 #: Spark 4's Scala version: the connector's artifact carries it in its name.
 SCALA_VERSION = "2.13"
@@ -125,7 +126,8 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
     """A SparkSession (pyspark.sql.SparkSession) with the Kafka connector on its class path.
 
     One line and a non-zero exit (TranscoderError) for: pyspark missing, Java missing, the connector not
-    resolvable from Maven Central (its coordinates named).
+    resolvable from Maven Central (its coordinates named), Spark not starting (the reason Spark logged, e.g. a
+    master that does not answer, and the file holding the driver's output meanwhile: driver_output).
     """
     version = connector_version or pyspark_version()
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -136,21 +138,60 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
     python = worker_python(spark, submitted=submitted, environ=os.environ)
     if python is not None:
         os.environ["PYSPARK_PYTHON"] = python
+    own = settings(spark, app_name=app_name, version=version, submitted=submitted)
     builder = SparkSession.builder
-    for key, value in settings(spark, app_name=app_name, version=version, submitted=submitted).items():
+    for key, value in own.items():
         builder = builder.config(key, value)
+    # The driver JVM this process starts prints into a file while Spark starts (under spark-submit, spark-submit
+    # started it: its output is spark-submit's)
+    output = None if submitted else _driver_output()
+    if output is not None:
+        output.hold()
     try:
+        if output is not None:
+            _start_context(own, output)
         session = builder.getOrCreate()
     except Exception as exc:  # py4j and pyspark raise plain exceptions
+        kept = output.release(keep=True) if output is not None else None
+        log_line = f"; Spark's log: {kept}" if kept is not None else ""
         coordinates = connector_coordinates(version)
         if not connector_jar(version).exists():  # Ivy could not fetch it: spark-submit exits at once
             raise TranscoderError(f"cannot resolve Spark's Kafka connector {coordinates} from Maven Central (Ivy "
                                   f"cache {ivy_dir()}); pin pyspark to a version whose connector is published "
-                                  "there") from exc
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TranscoderError(f"cannot start Spark (master {spark.master}): {first}") from exc
+                                  f"there{log_line}") from exc
+        reason = driver_output.reason_in(kept) or java_failure(exc)
+        raise TranscoderError(f"cannot start Spark (master {spark.master}): {reason}{log_line}") from exc
+    if output is not None:
+        output.release(keep=False)  # started: what it printed meanwhile is Ivy's and Spark's start-up chatter
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+#: The driver JVM this process launched (pyspark keeps one JVM per process, for every later session) and its output.
+_DRIVER: list[driver_output.DriverOutput] = []
+
+
+def _driver_output() -> driver_output.DriverOutput:
+    """The output of the driver JVM this process launched, or is about to launch (the first session)."""
+    if not _DRIVER:
+        _DRIVER.append(driver_output.DriverOutput())
+    return _DRIVER[0]
+
+
+def _start_context(own: Mapping[str, str], output: driver_output.DriverOutput) -> None:
+    """The first session of this process: launch the driver JVM with its output into `output`'s pipe, and start
+    the SparkContext on it (SparkSession.builder takes it). Later sessions use that JVM: the builder starts them."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if output.launched:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(own.items()))
+    try:
+        gateway = launch_gateway(conf, popen_kwargs=output.popen_kwargs())
+    finally:
+        output.close_write_end()
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def java_failure(exc: BaseException) -> str:
