@@ -277,6 +277,7 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
     existing = {n: describe(dst, n) for n in dest_topics}
     dst_cfg = describe_configs(dst, [n for n, s in existing.items() if s is not None])
     destinations = []
+    warnings: list[dict[str, object]] = []
     for name, (source, target) in dest_topics.items():
         d = target.destination
         want_parts = sources[source].partitions
@@ -311,8 +312,7 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
         problem = timestamp_type_problem(f"destination {name}", have)
         if problem:
             problems.append(problem)
-        for tighter in tighter_limits(name, have, source, cfg.effective):
-            log.warning("destination_timestamp_limit_tighter", **tighter)
+        warnings += tighter_limits(name, have, source, cfg.effective)
         destinations.append(DestinationTopic(name, source, target.name, d.label, shape.partitions, True, {}, ctype))
 
     dlq = None
@@ -326,13 +326,14 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
                             timestamp_type_problem(f"dead-letter topic {dlq_topic}", have)):
                 if problem:
                     problems.append(problem)
-            for tighter in tighter_limits(dlq_topic, have, ", ".join(sorted(src_cfg)), loosest.effective):
-                log.warning("destination_timestamp_limit_tighter", **tighter)
+            warnings += tighter_limits(dlq_topic, have, ", ".join(sorted(src_cfg)), loosest.effective)
         create = destination_configs(loosest.effective, loosest.explicit, broker_defaults)
         dlq = DestinationTopic(dlq_topic, "", "dlq", "zstd", shape.partitions if shape else 1, shape is not None,
                                {**create, "max.message.bytes": str(max(biggest, 1048588))}, "producer")
     if problems:
         raise TopicError("; ".join(problems))
+    for fields in warnings:  # a refusal is one line: warnings only when nothing is refused
+        log.warning("destination_timestamp_limit_tighter", **fields)
     return Provision(sources=sources, destinations=destinations, dlq=dlq)
 
 
