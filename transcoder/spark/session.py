@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Mapping
 from importlib import metadata
@@ -135,6 +136,8 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
     from pyspark.sql import SparkSession
 
     submitted = under_spark_submit()
+    if not submitted:
+        check_reachable(spark.master)
     python = worker_python(spark, submitted=submitted, environ=os.environ)
     if python is not None:
         os.environ["PYSPARK_PYTHON"] = python
@@ -165,6 +168,34 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
         output.release(keep=False)  # started: what it printed meanwhile is Ivy's and Spark's start-up chatter
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def standalone_masters(master: str) -> list[tuple[str, int]]:
+    """The host:port pairs of a standalone master URL (`spark://h:p` or, with standby masters, `spark://h1:p1,h2:p2`);
+    none for other masters (local, yarn, k8s)."""
+    if not master.startswith("spark://"):
+        return []
+    out = []
+    for part in master.removeprefix("spark://").split(","):
+        host, _, port = part.strip().rpartition(":")
+        if host and port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def check_reachable(master: str, timeout: float = 5.0) -> None:
+    """A standalone master none of whose addresses accepts a connection is one line at once (Spark itself would
+    retry its registration 3 x 20 s, then say 'All masters are unresponsive'), with the reason of each address."""
+    addresses = standalone_masters(master)
+    failures = []
+    for host, port in addresses:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return
+        except OSError as exc:
+            failures.append(f"{host}:{port}: {exc.strerror or exc}")
+    if failures:
+        raise TranscoderError(f"cannot start Spark (master {master}): no master answers ({'; '.join(failures)})")
 
 
 #: The driver JVM this process launched (pyspark keeps one JVM per process, for every later session) and its output.
