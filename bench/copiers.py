@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,20 @@ class Running:
                 p.wait()
         if self.cleanup is not None:
             self.cleanup()
+
+
+@contextmanager
+def sigterm_held() -> Iterator[None]:
+    """SIGTERM noted, not acted on, until the block ends (a copier being started is then known to its caller, whose
+    `finally` stops it); raised again at the end, to the handler that was in place."""
+    got: list[int] = []
+    old = signal.signal(signal.SIGTERM, lambda signum, _frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    if got:
+        signal.raise_signal(signal.SIGTERM)
 
 
 def descendants(pid: int) -> list[int]:

@@ -123,49 +123,52 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 admin.create_topics([NewTopic(live, partitions, 1)])[live].result()
             launched = time.monotonic()
             to_delete: list[str] = [live] if live else []
-            if copier.startswith(("transcoder", "spark-local", "spark-cluster")):
-                master = f"local[{copier.split('-')[1].removeprefix('local')}]" \
-                    if copier.startswith("spark-local") else None
-                cluster = StandaloneCluster(work / f"{tag}.cluster").start(
-                    workers=int(copier.split("-")[1].removeprefix("cluster"))) \
-                    if copier.startswith("spark-cluster") else None
-                running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work, tag,
-                                                   live=live, spark_master=master, spark_cluster=cluster,
-                                                   hot_path="records" if copier.endswith("-records") else None,
-                                                   spark_read="transcoder" if copier.endswith("-own") else None,
-                                                   fetch_partition_bytes=fetch_partition_bytes)
-            elif copier.startswith("mm2"):
-                assert libs is not None
-                alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"
-                running = copiers.start_mm2(libs, bootstrap, source, alias, codec,
-                                            None if copier == "mm2-default" else batching, work, tag, live=live)
-                to_delete += copiers.mm2_state_topics(alias)
-            elif copier in ("native-floor", "franz-go"):  # compiled consume -> produce loops (librdkafka, franz-go)
-                binary, start = ((floor, copiers.start_native_floor) if copier == "native-floor"
-                                 else (franz_go, copiers.start_franz_go))
-                assert binary is not None
-                dest = f"{source}.{tag}"
-                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
-                name, level = copiers.codec_level(codec)
-                if copier == "franz-go":
-                    running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag,
-                                    level=level, fetch_partition_bytes=fetch_partition_bytes)
-                else:
-                    running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag)
-            elif copier == "batch-floor":
-                dest = f"{source}.{tag}"
-                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
-                running = copiers.start_batch_floor(bootstrap, source, dest, codec, seeded.records, batching, work,
-                                                    tag)
-            else:
-                dest = f"{source}.{tag}"
-                admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
-                running = copiers.start_kcat(bootstrap, source, dest, codec, batching, work, tag)
-            to_delete.append(running.destination)
-            if running.live_destination:
-                to_delete.append(running.live_destination)
-            log_start = request_log.stat().st_size if request_log else 0
+            running: copiers.Running | None = None
             try:
+                # SIGTERM held while the copier starts, until it is known here: the `finally` stops it
+                with copiers.sigterm_held():
+                    if copier.startswith(("transcoder", "spark-local", "spark-cluster")):
+                        master = f"local[{copier.split('-')[1].removeprefix('local')}]" \
+                            if copier.startswith("spark-local") else None
+                        cluster = StandaloneCluster(work / f"{tag}.cluster").start(
+                            workers=int(copier.split("-")[1].removeprefix("cluster"))) \
+                            if copier.startswith("spark-cluster") else None
+                        running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work,
+                                                           tag, live=live, spark_master=master, spark_cluster=cluster,
+                                                           hot_path="records" if copier.endswith("-records") else None,
+                                                           spark_read="transcoder" if copier.endswith("-own") else None,
+                                                           fetch_partition_bytes=fetch_partition_bytes)
+                    elif copier.startswith("mm2"):
+                        assert libs is not None
+                        alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"
+                        running = copiers.start_mm2(libs, bootstrap, source, alias, codec,
+                                                    None if copier == "mm2-default" else batching, work, tag, live=live)
+                        to_delete += copiers.mm2_state_topics(alias)
+                    elif copier in ("native-floor", "franz-go"):  # compiled consume -> produce (librdkafka, franz-go)
+                        binary, start = ((floor, copiers.start_native_floor) if copier == "native-floor"
+                                         else (franz_go, copiers.start_franz_go))
+                        assert binary is not None
+                        dest = f"{source}.{tag}"
+                        admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
+                        name, level = copiers.codec_level(codec)
+                        if copier == "franz-go":
+                            running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag,
+                                            level=level, fetch_partition_bytes=fetch_partition_bytes)
+                        else:
+                            running = start(binary, bootstrap, source, dest, name, seeded.records, batching, work, tag)
+                    elif copier == "batch-floor":
+                        dest = f"{source}.{tag}"
+                        admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
+                        running = copiers.start_batch_floor(bootstrap, source, dest, codec, seeded.records, batching,
+                                                            work, tag)
+                    else:
+                        dest = f"{source}.{tag}"
+                        admin.create_topics([NewTopic(dest, partitions, 1)])[dest].result()
+                        running = copiers.start_kcat(bootstrap, source, dest, codec, batching, work, tag)
+                    to_delete.append(running.destination)
+                    if running.live_destination:
+                        to_delete.append(running.live_destination)
+                    log_start = request_log.stat().st_size if request_log else 0
                 r = measure.measure_copy(admin, info, running, copier=copier, codec=codec, records=seeded.records,
                                          uncompressed_bytes=seeded.bytes, launched=launched,
                                          timeout=max(300.0, seeded.records / 1000), broker_pid=broker_pid,
@@ -176,7 +179,8 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                 if live and running.live_destination:
                     r = replace(r, live=_live(trickle, r, driver, bootstrap, live, running, replayed, work))
             finally:
-                running.stop()
+                if running is not None:
+                    running.stop()
                 measure.delete_topics(admin, to_delete)
             results.append(r)
             click.echo(progress(r, run), err=True)
