@@ -8,8 +8,8 @@
   `equal` for a partition whose records have no copy.
 - A source topic deleted and recreated (a new topic id): under a running lane, one source_records_lost line names
   both ids, the lane's position and the old topic's last end seen; stop copies and commits nothing of the new topic,
-  continue copies it from its start. Between runs, with a migration section, the offset map tells (its newest source
-  offset at or past the new topic's end, and no committed offset).
+  continue copies it from its start. Between runs, with a migration section, the offset map tells: the group has no
+  committed offset and the map's copies name another topic id; verify names the recreation.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from tests.support.running import ServiceThread
 from transcoder.errors import TranscoderError
 from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.metrics.registry import Metrics
-from transcoder.migrate.compare import LOST_IN_SOURCE, NOT_COPIED
+from transcoder.migrate.compare import LOST_IN_SOURCE, NOT_COPIED, RECREATED
 from transcoder.migrate.verify import verify
+from transcoder.pipeline.offset_runs import Recreation, Run
 from transcoder.service.runner import Service
 
 HOT_PATHS = ["batches", "records"]
@@ -203,11 +204,12 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
     """The lane copied the old topic's 100 records; the topic is deleted, created again (a new topic id) and
     given `new` records. One source_records_lost line names both ids, the lane's position (100) and the old
     topic's last end it saw (100: 0 records known lost); stop: the lane fails naming it, nothing of the new topic
-    copied or committed; continue: the new topic is copied from its start."""
+    copied or committed; continue: the new topic is copied from its start. The offset map marks the recreation (both
+    ids) and names each copy's topic id: verify compares the new topic's copies and names the old topic's."""
     source = topic_factory(partitions=1)
     dest = f"{source}.zstd"
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd"}]}], hot_path=hot_path,
-                       on_source_loss=on_source_loss,
+                       on_source_loss=on_source_loss, migration={},
                        cluster={"bootstrap_servers": kafka.bootstrap,
                                 "config": {"topic.metadata.refresh.interval.ms": 1000}})
     _produce(producer_factory, source, 0, 100)
@@ -240,7 +242,9 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
         else:
             try:
                 while _copied(kafka, dest) < 100 + new:
-                    assert time.monotonic() < deadline + 60, "the new topic was not copied"
+                    assert time.monotonic() < deadline + 60, (
+                        f"the new topic was not copied: {failed}; its last events: "
+                        f"{[(x['event'], x.get('partitions'), x.get('note')) for x in logs][-40:]}")
                     assert t.is_alive(), failed
                     time.sleep(0.5)
                 time.sleep(1.5)  # committed
@@ -269,38 +273,97 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
         assert not failed, failed
         assert got == old + [(f"new-{i}".encode(), f"w-{i}".encode()) for i in range(new)]
         assert offset == new, offset  # the new topic's own end, never the old topic's position (100)
+    pmap = offset_map.read(conf, dest)[0][0]
+    assert pmap.recreations == [Recreation(old_id, new_id, 100, 0, continued=on_source_loss == "continue")]
+    assert sum(r.count for r in pmap.replaced) == 100 and min(r.dest for r in pmap.replaced) == 0, pmap.replaced
+    result = verify(conf, source, dest, {0: pmap})[0]
+    assert result.mismatch is not None and result.mismatch.field == RECREATED, result.line
+    assert f"(topic id {old_id} is now {new_id}); destination offsets 0..99 are copies of the old topic" in \
+        result.line, result.line
+    if on_source_loss == "continue":  # the new topic's copies compared, all equal
+        assert (pmap.source_id, pmap.source_start, pmap.source_end, pmap.forward(0)) == (new_id, 0, new, 100)
+        assert result.compared == new, result.line
 
 
-@pytest.mark.parametrize("hot_path", HOT_PATHS)
+def _committed(admin: Any, group: str, topic: str) -> int:
+    """The group's committed offset of `topic` [0] (negative: none)."""
+    found = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])[group].result()
+    return found.topic_partitions[0].offset
+
+
+@pytest.mark.parametrize(("hot_path", "copied", "down", "new"), [
+    ("batches", 100, 0, 30), ("records", 100, 0, 30),
+    # the new topic longer than what was copied, and records written to the old one while no lane ran (issue 42):
+    # offsets alone look fine there, the topic id tells
+    ("batches", 300, 90, 600)])
 def test_a_source_topic_recreated_between_runs_is_found_from_the_offset_map(
-        kafka, admin, topic_factory, producer_factory, hot_path) -> None:
-    """With a migration section the offset map remembers what was copied: a next run that finds no committed offset
-    (Kafka deleted them with the topic) and a source that ends before the map's newest offset names the loss."""
+        kafka, admin, topic_factory, producer_factory, hot_path, copied, down, new) -> None:
+    """With a migration section the offset map records the source topic's id with what was copied: a next run that
+    finds no committed offset (Kafka deleted them with the topic) and another topic id names the loss in one line
+    (both ids, the offsets mapped, how many lost: unknown), counts nothing it does not know, marks the recreation
+    in the map and stops (nothing of the new topic copied or committed); with on_source_loss: continue it copies the
+    new topic from its start, and verify names the recreation, not a value difference at offset 0."""
     source = topic_factory(partitions=1)
     dest = f"{source}.zstd"
     routes = [{"source": source, "destinations": [{"codec": "zstd"}]}]
     conf = make_config(kafka, routes, hot_path=hot_path, migration={})
-    _produce(producer_factory, source, 0, 100)
+    _produce(producer_factory, source, 0, copied)
     Service(conf).run(until_caught_up=True)
-    old = [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in range(100)]
+    old = [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in range(copied)]
     assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == old
+    old_id = _topic_id(admin, source)
+    _produce(producer_factory, source, copied, copied + down)  # written while no lane runs: never copied
     _recreate(admin, source)
-    _topic_id(admin, source)
-    _produce(producer_factory, source, 0, 30)
+    new_id = _topic_id(admin, source)
+    assert new_id != old_id
+    p = producer_factory(**{"enable.idempotence": True})
+    for i in range(new):
+        p.produce(source, key=f"new-{i}".encode(), value=f"w-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
 
     metrics = Metrics()
+    service = Service(conf, metrics=metrics)
     with pytest.raises(TranscoderError) as stopped:
-        Service(conf, metrics=metrics).run(until_caught_up=True)
+        service.run(until_caught_up=True)
     line = str(stopped.value)
-    assert "source topic recreated: its earlier records were not all known to be copied" in line, line
-    assert f"the offset map of {source} [0] holds source offsets up to 99, at or past its end now (30)" in line, line
+    assert (f"source topic {source} was deleted and recreated while no lane copied it (topic id {old_id} is now "
+            f"{new_id}): the offset map of {source} [0] holds copies of its source offsets 0..{copied - 1}") in line, \
+        line
+    assert f"records of the old topic from offset {copied} on were lost before they were copied (how many unknown" \
+        in line, line
     assert "on_source_loss: stop" in line and "\n" not in line
-    assert (stopped.value.topic, stopped.value.partition, stopped.value.offset) == (source, 0, 100)
+    assert (stopped.value.topic, stopped.value.partition, stopped.value.offset) == (source, 0, copied)
+    assert _lost(metrics, source) == 0  # how many is unknown (the old topic's end was never seen): none invented
     assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == old  # nothing of the new topic copied
-    assert offset_map.read(conf, dest)[0][0].lost == [(100, 101)]
+    assert _committed(admin, service.lanes[0].spec.group_id, source) < 0  # nor committed
+    pmap = offset_map.read(conf, dest)[0][0]
+    assert pmap.recreations == [Recreation(old_id, new_id, copied, None)]
+    assert (pmap.runs, pmap.replaced) == ([], [Run(0, 0, copied)])
+    result = verify(conf, source, dest, {0: pmap})[0]
+    assert result.mismatch is not None and result.mismatch.field == RECREATED, result.line
+    assert f"(topic id {old_id} is now {new_id})" in result.line and "nothing of the topic now is copied" in \
+        result.line, result.line
 
     cont = make_config(kafka, routes, hot_path=hot_path, migration={}, on_source_loss="continue",
                        group_id=conf.group_id)
-    Service(cont).run(until_caught_up=True)
+    metrics = Metrics()
+    with structlog.testing.capture_logs() as logs:
+        Service(cont, metrics=metrics).run(until_caught_up=True)
+    lost = [e for e in logs if e["event"] == "source_records_lost"]
+    assert [(e["topic"], e["partition"], e["offset"], e["topic_id"], e["new_topic_id"], e["records_lost"])
+            for e in lost] == [(source, 0, copied, old_id, new_id, "unknown")], lost
+    assert _lost(metrics, source) == 0
     assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == \
-        old + [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in range(30)]
+        old + [(f"new-{i}".encode(), f"w-{i}".encode()) for i in range(new)]
+    pmap = offset_map.read(cont, dest)[0][0]
+    assert (pmap.source_id, pmap.runs, pmap.replaced) == (new_id, [Run(0, copied, new)], [Run(0, 0, copied)])
+    assert pmap.recreations == [Recreation(old_id, new_id, copied, None, continued=True)]
+    result = verify(cont, source, dest, {0: pmap})[0]
+    # the new topic's records compared with their copies, all equal; the old topic's copies named, not compared
+    assert result.compared == new and result.mismatch is not None and result.mismatch.field == RECREATED, result.line
+    assert result.line.startswith(
+        f"partition 0: source topic recreated: the source topic was deleted and recreated (topic id {old_id} is now "
+        f"{new_id}); destination offsets 0..{copied - 1} are copies of the old topic (its source offsets "
+        f"0..{copied - 1}), not compared; the old topic's records from source offset {copied} on were lost before "
+        "they were copied (how many unknown)"), result.line

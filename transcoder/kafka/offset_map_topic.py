@@ -10,6 +10,11 @@ Durability is the engine's part: it calls `flush` before it commits source offse
 source offset never has records whose map entries could be lost. Records delivered after the last flush
 and lost with a crash are copied again from the last commit, and their new copies are mapped.
 
+Each run's entry names the source topic's id it was copied from (KIP-516; the lane tells the recorder the id,
+`source_id`), so that a topic deleted and recreated between two runs is found (the group's committed offsets go with
+the topic, the map's ids do not) and verification tells the old topic's copies from the new one's. A recreation the
+lane found is stored as an entry of its own (`store_lost`), key `<destination>/<partition>/recreated/<old id>/<at>`.
+
 The same topic holds each lane's health, `lane/<destination>`: errors so far and the time of the last one
 (the cutover gate reads it).
 """
@@ -34,6 +39,7 @@ from transcoder.pipeline.offset_runs import (
     MapBuilder,
     MapEntry,
     PartitionMap,
+    Recreation,
     Run,
     partition_maps,
 )
@@ -80,11 +86,17 @@ class OffsetMapRecorder:
         self._producer: Any = None if external else make(client_config(config.target_cluster.librdkafka(), **{
             "client.id": client_id, "enable.idempotence": True, "linger.ms": 5, "compression.type": "zstd",
         }))
-        #: (destination, partition) -> (key, the single run last stored under it): a run still growing
-        self._growing: dict[tuple[str, int], tuple[bytes, Run]] = {}
+        #: (destination, partition) -> (key, the single run last stored under it, its source id): a run still growing
+        self._growing: dict[tuple[str, int], tuple[bytes, Run, str | None]] = {}
         self._failed: list[str] = []
         self._health: dict[str, tuple[int, int | None]] = {}
         self._health_at = 0.0
+
+    def source_id(self, topic: str, topic_id: str) -> None:
+        """The source topic's id (KIP-516) from now on: runs that begin after this are stamped with it. The lane
+        calls it once it knows the id, and after a recreation only once what it read of the old topic was
+        delivered (on_source_loss: continue)."""
+        self.builder.ids[topic] = topic_id
 
     def write_through(self, producer: Any) -> None:
         """Write the map with `producer` from now on (a transactional producer: within its transactions)."""
@@ -106,14 +118,14 @@ class OffsetMapRecorder:
         grown = self._growing.get(where)
         first = e.runs[0]
         if grown is not None and len(e.runs) == 1:
-            key, run = grown
-            if first.source == run.source_end and first.dest == run.dest_end:
+            key, run, sid = grown
+            if first.source == run.source_end and first.dest == run.dest_end and sid == e.source_id:
                 merged = Run(run.source, run.dest, run.count + first.count)
-                self._growing[where] = (key, merged)
+                self._growing[where] = (key, merged, sid)
                 return key
         key = f"{e.destination_topic}/{e.partition}/{first.dest}".encode()
         if len(e.runs) == 1:
-            self._growing[where] = (key, first)
+            self._growing[where] = (key, first, e.source_id)
         else:  # a record of several runs is written once; the next one starts a record of its own
             self._growing.pop(where, None)
         return key
@@ -134,7 +146,8 @@ class OffsetMapRecorder:
             grown = self._growing.get((e.destination_topic, e.partition))
             entry = e
             if grown is not None and grown[0] == key and len(e.runs) == 1:
-                entry = MapEntry(e.source_topic, e.destination_topic, e.partition, (grown[1],))
+                entry = MapEntry(e.source_topic, e.destination_topic, e.partition, (grown[1],),
+                                 source_id=e.source_id)
             produce(self.topic, entry.encode(), key, on_delivery=self._delivered)
         now = time.monotonic()
         if self._health and now >= self._health_at:
@@ -155,11 +168,16 @@ class OffsetMapRecorder:
             self._producer.flush(timeout)
 
 
-def store_lost(config: Config, gaps: list[tuple[str, str, int, int, int]], timeout: float) -> None:
+def store_lost(config: Config, gaps: list[tuple[str, str, int, int, int]], timeout: float, *,
+               source_id: str | None = None, recreated: Recreation | None = None) -> None:
     """Mark source ranges lost before they were copied, as (source, destination, partition, lo, hi): source offsets
     [lo, hi) of `partition` have no copy in `destination`, and never will. Each is one entry of its own, key
     `<destination>/<partition>/lost/<lo>` (never compacted away by a run), stored now and outside any transaction:
-    the lane that found the loss may stop (or abort) next. DeliveryError when it cannot be stored."""
+    the lane that found the loss may stop (or abort) next. DeliveryError when it cannot be stored.
+
+    `source_id`: the id of the topic whose offsets were lost. `recreated`: the topic was deleted and recreated (the
+    entry names both ids, key `<destination>/<partition>/recreated/<old id>/<lo>`); its range, kept for readers of
+    the format before, may then be empty (lo == hi: nothing known lost) and is not stored as a range."""
     if not gaps:
         return
     producer = Producer(client_config(config.target_cluster.librdkafka(), **{
@@ -171,9 +189,10 @@ def store_lost(config: Config, gaps: list[tuple[str, str, int, int, int]], timeo
             failed.append(err.str())
 
     for source, dest, partition, lo, hi in gaps:
-        e = MapEntry(source, dest, partition, (), ((lo, hi),))
-        producer.produce(config.offset_map_topic, e.encode(), f"{dest}/{partition}/lost/{lo}".encode(),
-                         on_delivery=delivered)
+        e = MapEntry(source, dest, partition, (), ((lo, hi),) if hi > lo else (), source_id, recreated)
+        key = (f"{dest}/{partition}/recreated/{recreated.old_id or '-'}/{lo}" if recreated is not None
+               else f"{dest}/{partition}/lost/{lo}")
+        producer.produce(config.offset_map_topic, e.encode(), key.encode(), on_delivery=delivered)
     left = producer.flush(timeout)
     if failed or left:
         why = failed[0] if failed else f"not acknowledged within {timeout:g} s"

@@ -30,6 +30,17 @@ _TIMEOUT_S = 10.0
 GONE = ""
 
 
+def topic_id(admin: Any, topic: str, *, timeout: float = _TIMEOUT_S) -> str | None:
+    """`topic`'s id now, asked of `admin` (an AdminClient) and waited for; None: no such topic, or no answer
+    (logged)."""
+    future = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+    try:
+        return str(future.result(timeout=timeout + 5).topic_id)
+    except (KafkaException, TimeoutError) as exc:
+        log.warning("topic_id_unknown", topic=topic, error=str(exc))
+        return None
+
+
 class TopicIds:
     """Topic name -> its id now (GONE: no such topic); one query in flight at a time. Its owner calls `close`."""
 

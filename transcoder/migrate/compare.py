@@ -20,6 +20,10 @@ mapping its copies (PartitionMap.copies) and what was read of those destination 
 
 The first mismatch (lowest source offset, then destination offset) ends the range: `verified_through` is the
 offset up to which (exclusive) everything compared equal.
+
+A source topic deleted and recreated under the same name starts again at offset 0: the offset map's copies of the old
+topic are no copies of the new one's records. `recreation` names them (mismatch `source topic recreated`, both topic
+ids, the old copies' offsets, what the lane found lost) instead of comparing them with the new topic's records.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from transcoder.pipeline.offset_runs import Run
+from transcoder.pipeline.offset_runs import PartitionMap, Run, last_recreation
 
 DIGEST_SIZE = 16
 
@@ -44,6 +48,8 @@ NOT_IN_SOURCE = "not in source"
 LOST_IN_SOURCE = "lost in the source before it was copied"
 #: source records of a partition the offset map has nothing for (a partition added to a running source)
 NOT_COPIED = "not copied"
+#: the offset map holds copies of a source topic deleted and recreated since (another topic id): not comparable
+RECREATED = "source topic recreated"
 FIELDS = (KEY, VALUE, HEADERS, TIMESTAMP)
 
 _NONE = b"\x00"
@@ -238,6 +244,8 @@ class Mismatch:
 
     @property
     def line(self) -> str:
+        if self.field == RECREATED:  # its offsets are the old topic's: the detail names them
+            return f"partition {self.partition}: {self.detail}"
         where = f"source offset {self.source_offset}"
         if self.dest_offset is not None:
             where += f" / destination offset {self.dest_offset}"
@@ -395,3 +403,45 @@ def merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((lo, hi))
     return out
+
+
+def stale(pmap: PartitionMap, topic_id_now: str | None) -> bool:
+    """Whether the map's copies (`runs`) are of another source topic than the one there now: nothing of the topic
+    now is mapped (the lane stopped on its recreation, or has not seen it yet)."""
+    if pmap.source_id is not None and topic_id_now is not None:
+        return pmap.source_id != topic_id_now
+    return not pmap.runs and bool(pmap.replaced or pmap.recreations)
+
+
+def recreation(partition: int, pmap: PartitionMap, topic_id_now: str | None, at: int) -> Mismatch | None:
+    """The mismatch naming a recreated source topic, where the offset map shows one: copies of another topic id
+    than the one now (`stale`), copies set apart as a replaced topic's, or a recreation a lane found. None: none.
+    `at`: the source offset verification reached (the mismatch's; its line names no source offset)."""
+    is_stale = stale(pmap, topic_id_now)
+    if not (is_stale or pmap.replaced or pmap.recreations):
+        return None
+    old_runs = [*pmap.replaced, *(pmap.runs if is_stale else ())]
+    found = last_recreation(pmap.recreations)
+    old_id = (pmap.source_id if is_stale and pmap.source_id is not None else
+              found.old_id if found is not None and found.old_id is not None else "(not recorded)")
+    new_id = topic_id_now or (found.new_id if found is not None else None) or "(unknown)"
+    parts = [f"{RECREATED}: the source topic was deleted and recreated (topic id {old_id} is now {new_id})"]
+    if old_runs:
+        d0, d1 = min(r.dest for r in old_runs), max(r.dest_end for r in old_runs) - 1
+        s0, s1 = min(r.source for r in old_runs), max(r.source_end for r in old_runs) - 1
+        parts.append(f"destination offsets {d0}..{d1} are copies of the old topic (its source offsets {s0}..{s1}), "
+                     "not compared" + ("; nothing of the topic now is copied" if is_stale else ""))
+    if found is None:
+        parts.append("no lane has named the loss yet (run the copy: it stops, or with on_source_loss: continue "
+                     "copies the new topic from its start)")
+    elif found.records is None:
+        parts.append(f"the old topic's records from source offset {found.at} on were lost before they were copied "
+                     "(how many unknown)")
+    elif found.records:
+        parts.append(f"the old topic's records {found.at}..{found.at + found.records - 1} ({found.records}) were "
+                     "lost before they were copied (and any written after the last end the lane saw)")
+    else:
+        parts.append(f"no record of the old topic the lane saw was left uncopied (it was at {found.at}; any written "
+                     "after the last end it saw were lost)")
+    return Mismatch(partition, at, None, RECREATED, "; ".join(parts))
+

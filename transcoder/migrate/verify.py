@@ -10,6 +10,10 @@ seconds raises KafkaUnavailableError naming topic, partition and offset.
 `verified_through` is the source offset up to which (exclusive) everything compared equal: the end of the
 last range that matched, or the first mismatch, where the partition stops. A later call resumes from it
 (`verify --follow`): keep one `Verifier` for that, so its consumers stay where they were.
+
+A source topic deleted and recreated is named as such (migrate.compare.recreation, the source topic's id now against
+the ids the offset map recorded): the old topic's copies are not compared with the new topic's records; the new
+topic's copies are, and the recreation is the partition's mismatch after them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Self
 
 import structlog
@@ -36,6 +40,7 @@ from transcoder.config import Config
 from transcoder.errors import KafkaUnavailableError, TopicError
 from transcoder.kafka.admin import describe, describe_configs
 from transcoder.kafka.clients import client_config, connect_admin
+from transcoder.kafka.topic_ids import topic_id
 from transcoder.migrate.compare import (
     LOST_IN_SOURCE,
     NOT_COPIED,
@@ -45,6 +50,8 @@ from transcoder.migrate.compare import (
     Summary,
     compare_range,
     merged,
+    recreation,
+    stale,
     unmapped_gaps,
 )
 from transcoder.pipeline.offset_runs import PartitionMap
@@ -312,6 +319,8 @@ class Verifier:
         self.timeout = timeout
         self._compacted = {"source": compacted_source, "destination": compacted_dest}
         self._partitions: list[int] | None = None
+        #: the source topic's id (KIP-516), asked with its shape; None: not known
+        self._source_id: str | None = None
         self._consumers: list[Any] = []
         self.source = _Reader(self._consumer(config.cluster.librdkafka()), source_topic, "source", timeout)
         self.dest = _Reader(self._consumer(config.target_cluster.librdkafka()), dest_topic, "destination", timeout)
@@ -339,6 +348,7 @@ class Verifier:
             raise TopicError(f"{side} topic {topic} does not exist", topic=topic)
         if side == "source":
             self._partitions = list(range(shape.partitions))
+            self._source_id = topic_id(admin, topic, timeout=min(self.timeout, 15.0))
         if self._compacted[side] is None:
             self._compacted[side] = _compacted(admin, topic)
 
@@ -348,6 +358,11 @@ class Verifier:
             self._describe("source")
         assert self._partitions is not None
         return self._partitions
+
+    def source_id(self) -> str | None:
+        """The source topic's id now (None: it could not be read)."""
+        self.partitions()
+        return self._source_id
 
     def _is_compacted(self, side: str) -> bool:
         if self._compacted[side] is None:
@@ -359,6 +374,10 @@ class Verifier:
         """Compare `partition` from `start` (default: where the map starts; never below the source's low
         watermark) up to the verifiable end, range by range; stop at the first mismatch."""
         low, high = self.source.watermarks(partition)
+        named = recreation(partition, pmap, self.source_id(), low) if pmap is not None else None
+        if named is not None and pmap is not None and stale(pmap, self._source_id):
+            # the map's copies are all of a topic deleted since: nothing of the topic now to compare
+            return PartitionResult(partition, low, low, high, 0, 0, 0, 0, 0, 0, named)
         lost = pmap.lost_from(start if start is not None else 0) if pmap is not None else None
         if pmap is None or (not pmap and lost is None):
             s = max(start if start is not None else low, low)
@@ -424,6 +443,8 @@ class Verifier:
         if mismatch is None and lost is not None:
             mismatch = self._lost(partition, lost)
             through = lost[0]
+        if mismatch is None and named is not None:  # the new topic's copies are equal; the old topic's are not
+            mismatch = replace(named, source_offset=max(through, begin))
         return PartitionResult(partition, begin, max(through, begin), max(stop, begin), mismatch=mismatch, **totals)
 
     @staticmethod

@@ -284,7 +284,7 @@ class Lane:
         committed = self._committed(consumer, partitions)
         if self.config.migration is not None:
             fresh = [(p.topic, p.partition) for p in committed if p.offset < 0]
-            recreated |= self.watch.recreated_by_map(consumer, [tp for tp in fresh if tp not in recreated])
+            recreated |= self.watch.recreated_by_map([tp for tp in fresh if tp not in recreated])
         if recreated:  # the new topic from its start, whatever was committed meanwhile (the old topic's position)
             committed = [TopicPartition(p.topic, p.partition, OFFSET_BEGINNING) if (p.topic, p.partition) in recreated
                          else p for p in committed]

@@ -1,8 +1,13 @@
 """A lane's watch over its sources: topics deleted and recreated (topic ids, KIP-516), and records lost before they
 were copied (retention or DeleteRecords overtaking the lane, a recreated topic, a recreation found from the offset
 map between runs). Every loss is one line naming topic, partition and offsets, counted in
-transcoder_source_records_lost_total, marked in the offset map (verify and cutover see the gap), and per
-on_source_loss stops the lane (`error`, raised once the lane committed what it copied) or goes on.
+transcoder_source_records_lost_total where the count is known, marked in the offset map (verify and cutover see the
+gap), and per on_source_loss stops the lane (`error`, raised once the lane committed what it copied) or goes on.
+
+Between runs (the lane stopped, the topic deleted and recreated, Kafka deleting the group's offsets with it): a
+partition assigned with no committed offset whose offset map holds copies made from another topic id than the
+topic's now, or from no recorded id, is such a loss (`recreated_by_map`). The watch tells the offset map's recorder
+the sources' ids, so that the runs it stores name the topic they copy.
 
 Runs on the lane's thread, as part of the lane (`Lane.watch`).
 """
@@ -14,17 +19,16 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError
 
 from transcoder.errors import TopicError, TranscoderError
 from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.fetcher import SourceLoss
 from transcoder.kafka.topic_ids import GONE, TopicIds
+from transcoder.pipeline.offset_runs import Recreation, ReplacedSource, replaced_source
 from transcoder.pipeline.partitions import Partition, show
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer
-
     from transcoder.config import Config
     from transcoder.kafka.writer import Writer
     from transcoder.metrics.registry import LaneMetrics
@@ -149,6 +153,7 @@ class SourceWatch:
                 if old == new and back & lane.assigned:
                     lane.path.hold(back & lane.assigned, False)
             if old is None or old == new:
+                self._record_id(topic, new)
                 continue
             for tp in sorted(tp for tp in lane.assigned | assigning if tp[0] == topic):
                 pos = (at or {}).get(tp)
@@ -158,21 +163,33 @@ class SourceWatch:
                     pos = self._released_at.get(tp)
                 seen = max(self._max_end.pop(tp, -1), pos if pos is not None else -1)  # what it read, at least
                 self._released_at.pop(tp, None)
-                self.lost(SourceLoss(topic, tp[1], pos if pos is not None else 0, 0, 0, topic_id=old, new_topic_id=new,
-                                     seen_end=seen if pos is not None else -1))
+                loss = SourceLoss(topic, tp[1], pos if pos is not None else 0, 0, 0, topic_id=old, new_topic_id=new,
+                                  seen_end=seen if pos is not None else -1)
                 lost.add(tp)
                 if lane.config.on_source_loss == "stop":
                     lane.checkpoint.withheld.add(tp)
                     if tp in lane.assigned:
                         lane.path.hold({tp}, True)
                 elif tp not in assigning:
+                    # read from the new topic's start before the loss is stored (the offset map's write takes a
+                    # while): the consumer's own out-of-range error for the old position must not come first
                     self._restart(tp)
+                self.lost(loss)
+            if lane.config.on_source_loss == "continue":  # the old topic's reads delivered (_restart): new runs
+                self._record_id(topic, new)
         return lost
 
-    def recreated_by_map(self, consumer: Consumer, fresh: list[Partition]) -> set[Partition]:
+    def _record_id(self, topic: str, topic_id: str) -> None:
+        """The offset map's runs that begin from now on name `topic_id` as their source topic's."""
+        recorder = self.lane.writer.offset_map
+        if recorder is not None:
+            recorder.source_id(topic, topic_id)
+
+    def recreated_by_map(self, fresh: list[Partition]) -> set[Partition]:
         """Partitions the group never committed (Kafka deletes a group's offsets with the topic) whose offset map
-        holds a source offset at or past the partition's end now: the topic was recreated since they were copied
-        (the lane that copied them stopped before it saw that). A loss, its count unknown; returns them."""
+        holds copies of another source topic than the one there now (`offset_runs.replaced_source`: another topic
+        id, or none recorded): the topic was deleted and recreated since they were copied (the lane that copied
+        them stopped before it saw that). A loss, its count unknown; returns them."""
         lane = self.lane
         lost: set[Partition] = set()
         maps: dict[str, dict[int, Any]] = {}
@@ -183,15 +200,13 @@ class SourceWatch:
                         maps[dest] = offset_map.read(lane.config, dest, timeout=30)[0]
                     except TopicError:  # no map topic yet: nothing copied to compare with
                         maps[dest] = {}
-                pm = maps[dest].get(tp[1])
-                end = pm.source_end if pm else None
-                if end is None:
+                found = replaced_source(maps[dest].get(tp[1]), self._ids.get(tp[0]))
+                if found is None:
                     continue
-                high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1]
-                if end - 1 < high:
-                    continue
-                self.lost(SourceLoss(tp[0], tp[1], end, 0, high, topic_id="(not recorded)",
-                                     new_topic_id=self._ids.get(tp[0], "(unknown)"), by_map=True))
+                self._recreated_lost(SourceLoss(tp[0], tp[1], found.at, 0, 0,
+                                                topic_id=found.recorded_id or "(not recorded)",
+                                                new_topic_id=self._ids.get(tp[0]) or "(unknown)", by_map=True),
+                                     by_map=found)
                 lost.add(tp)
                 if lane.config.on_source_loss == "stop":
                     lane.checkpoint.withheld.add(tp)
@@ -236,45 +251,71 @@ class SourceWatch:
                 "run once with on_source_loss: continue", topic=loss.topic, partition=loss.partition,
                 offset=loss.offset)
 
-    def _recreated_lost(self, loss: SourceLoss) -> None:
-        """`lost` for a topic deleted and recreated (a new topic id)."""
+    def _recreated_lost(self, loss: SourceLoss, by_map: ReplacedSource | None = None) -> None:
+        """`lost` for a topic deleted and recreated (a new topic id); `by_map`: found between runs from the offset
+        map (`recreated_by_map`)."""
         lane = self.lane
         n = loss.records
-        where = f"{loss.topic} [{loss.partition}]"
         stop = lane.config.on_source_loss == "stop"
-        what = (f"source topic recreated: its earlier records were not all known to be copied: the offset map of "
-                f"{where} holds source offsets up to {loss.offset - 1}, at or past its end now ({loss.end}), and the "
-                "group has no committed offset (Kafka deleted it with the topic)" if loss.by_map else
-                f"source topic {loss.topic} was deleted and recreated (topic id {loss.topic_id} is now "
-                f"{loss.new_topic_id}): {where} was at offset {loss.offset}; "
-                + (f"the old topic's last end seen was {loss.seen_end}: records {loss.offset}..{loss.seen_end - 1} "
-                   f"({n}) were lost before they were copied (and any written after that end)" if n else
-                   f"the old topic's last end seen was {loss.seen_end}: no record seen was left uncopied (any written "
-                   "after that end were lost)" if n == 0 else
-                   "its end was never seen: how many records were lost is unknown"))
+        what = recreation_line(loss, by_map)
         log.error("source_records_lost", lane=lane.spec.name, topic=loss.topic, partition=loss.partition,
                   offset=loss.offset, topic_id=loss.topic_id, new_topic_id=loss.new_topic_id,
                   last_end_offset=loss.seen_end if loss.seen_end >= 0 else None,
+                  mapped_offsets=f"{by_map.mapped[0]}..{by_map.mapped[1] - 1}" if by_map and by_map.mapped else None,
                   records_lost=n if n is not None else "unknown", on_source_loss=lane.config.on_source_loss,
                   note=what + ("; the lane stops (on_source_loss: stop)" if stop else
                                "; copying the new topic from its start (on_source_loss: continue)"))
         if n:
             lane.metrics.source_records_lost(loss.topic, loss.partition, n)
-        if n != 0:
-            self._store_gap(loss, loss.seen_end if n is not None else loss.offset + 1)
+        old_id = loss.topic_id if by_map is None else by_map.recorded_id
+        self._store_gap(loss, loss.seen_end if n else loss.offset if n == 0 else loss.offset + 1,
+                        Recreation(old_id, self._ids.get(loss.topic), loss.offset, n, continued=not stop))
         if stop and self.error is None:
             self.error = TranscoderError(
                 f"lane {lane.spec.name}: {what}; stopped (on_source_loss: stop), nothing committed for the new "
                 "topic: to copy it from its start, run once with on_source_loss: continue", topic=loss.topic,
                 partition=loss.partition, offset=loss.offset)
 
-    def _store_gap(self, loss: SourceLoss, hi: int) -> None:
-        """Migrations: the offset map's gap [loss.offset, hi) for each destination of the topic."""
+    def _store_gap(self, loss: SourceLoss, hi: int, recreated: Recreation | None = None) -> None:
+        """Migrations: the offset map's gap [loss.offset, hi) for each destination of the topic (a recreation: its
+        entry, naming both ids, even when nothing is known lost)."""
         lane = self.lane
         if lane.config.migration is not None:
             offset_map.store_lost(lane.config, [(loss.topic, d, loss.partition, loss.offset, hi)
                                                 for d in lane.ledger.destinations_of.get(loss.topic, ())],
-                                  lane.config.shutdown_timeout_s)
+                                  lane.config.shutdown_timeout_s,
+                                  source_id=recreated.old_id if recreated else self._ids.get(loss.topic),
+                                  recreated=recreated)
 
     def close(self) -> None:
         self._topic_ids.close()
+
+
+def recreation_line(loss: SourceLoss, by_map: ReplacedSource | None = None) -> str:
+    """Pure: what a recreated source lost, in one line (topic, partition, offsets, both topic ids, the count or
+    "unknown")."""
+    where = f"{loss.topic} [{loss.partition}]"
+    n = loss.records
+    if by_map is None:
+        return (f"source topic {loss.topic} was deleted and recreated (topic id {loss.topic_id} is now "
+                f"{loss.new_topic_id}): {where} was at offset {loss.offset}; "
+                + (f"the old topic's last end seen was {loss.seen_end}: records {loss.offset}..{loss.seen_end - 1} "
+                   f"({n}) were lost before they were copied (and any written after that end)" if n else
+                   f"the old topic's last end seen was {loss.seen_end}: no record seen was left uncopied (any written "
+                   "after that end were lost)" if n == 0 else
+                   "its end was never seen: how many records were lost is unknown"))
+    mapped = (f"the offset map of {where} holds copies of its source offsets {by_map.mapped[0]}.."
+              f"{by_map.mapped[1] - 1}" if by_map.mapped is not None else
+              f"the offset map of {where} holds a recreation found before and nothing copied of the new topic since")
+    lost = (f"records of the old topic from offset {loss.offset} on were lost before they were copied (how many "
+            "unknown: its end after the last copy was never seen)")
+    no_commit = "the group has no committed offset (Kafka deleted it with the topic)"
+    if by_map.recorded_id is None:
+        return (f"source topic {loss.topic} taken as deleted and recreated while no lane copied it: {no_commit}, "
+                f"{mapped}, and records no topic id to compare with the topic's now ({loss.new_topic_id}): mapped "
+                f"before transcoder recorded topic ids; {lost}")
+    if loss.new_topic_id == "(unknown)":
+        return (f"source topic {loss.topic} taken as deleted and recreated while no lane copied it: {no_commit}, "
+                f"{mapped} (topic id {by_map.recorded_id}), and the topic's id now could not be read; {lost}")
+    return (f"source topic {loss.topic} was deleted and recreated while no lane copied it (topic id "
+            f"{by_map.recorded_id} is now {loss.new_topic_id}): {mapped} and {no_commit}; {lost}")

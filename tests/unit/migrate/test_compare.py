@@ -1,4 +1,5 @@
-"""Content verification, the pure part: fingerprints, range digests, the field named, the range rules."""
+"""Content verification, the pure part: fingerprints, range digests, the field named, the range rules, a recreated
+source named as such."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from transcoder.migrate.compare import (
     KEY,
     MISSING,
     NOT_IN_SOURCE,
+    RECREATED,
     TIMESTAMP,
     VALUE,
     Absence,
@@ -20,10 +22,12 @@ from transcoder.migrate.compare import (
     fingerprint,
     merged,
     range_digest,
+    recreation,
     same,
+    stale,
     unmapped_gaps,
 )
-from transcoder.pipeline.offset_runs import PartitionMap, Run
+from transcoder.pipeline.offset_runs import MapEntry, PartitionMap, Recreation, Run, partition_maps
 
 HDRS = [("a", b"1"), ("b", None), ("c", b"")]
 
@@ -269,3 +273,44 @@ def test_unmapped_gaps_follow_the_run_before_them() -> None:
 
 def test_merged_intervals() -> None:
     assert merged([(5, 7), (0, 2), (2, 3), (6, 9), (11, 12)]) == [(0, 3), (5, 9), (11, 12)]
+
+
+# --------------------------------------------------------------------------- a recreated source
+
+OLD = MapEntry("a", "d", 0, (Run(0, 0, 300),), source_id="id-a")
+FOUND = MapEntry("a", "d", 0, (), ((300, 301),), "id-a", Recreation("id-a", "id-b", 300, None, continued=True))
+NEW = MapEntry("a", "d", 0, (Run(0, 300, 600),), source_id="id-b")
+
+
+def _map(*entries: MapEntry) -> PartitionMap:
+    return partition_maps(entries, "d")[0]
+
+
+def test_a_recreation_continued_is_named_after_the_new_topics_copies_never_as_a_value_at_offset_0() -> None:
+    m = _map(OLD, FOUND, NEW)
+    assert not stale(m, "id-b")  # the new topic's copies are compared
+    found = recreation(0, m, "id-b", 600)
+    assert found is not None and found.field == RECREATED
+    assert found.line == (
+        "partition 0: source topic recreated: the source topic was deleted and recreated (topic id id-a is now "
+        "id-b); destination offsets 0..299 are copies of the old topic (its source offsets 0..299), not compared; "
+        "the old topic's records from source offset 300 on were lost before they were copied (how many unknown)")
+
+
+def test_a_map_of_another_topic_id_than_now_is_stale_and_named_even_before_a_lane_found_it() -> None:
+    m = _map(OLD)
+    assert stale(m, "id-b") and not stale(m, "id-a") and recreation(0, m, "id-a", 0) is None
+    found = recreation(0, m, "id-b", 0)
+    assert found is not None and "(topic id id-a is now id-b)" in found.line
+    assert "nothing of the topic now is copied" in found.line and "no lane has named the loss yet" in found.line
+    # stopped on it: the old copies set apart, nothing of the new topic
+    stopped = _map(OLD, MapEntry("a", "d", 0, (), ((300, 302),), "id-a", Recreation("id-a", "id-b", 300, 2)))
+    assert stale(stopped, None)
+    found = recreation(0, stopped, None, 0)
+    assert found is not None and "(topic id id-a is now id-b)" in found.line
+    assert "the old topic's records 300..301 (2) were lost before they were copied" in found.line
+
+
+def test_a_map_without_ids_or_recreations_is_compared_as_before() -> None:
+    m = _map(MapEntry("a", "d", 0, (Run(0, 0, 300),)))
+    assert not stale(m, "id-b") and recreation(0, m, "id-b", 0) is None

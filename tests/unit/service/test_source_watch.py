@@ -1,11 +1,18 @@
 """transcoder.service.source_watch.SourceWatch with a fake lane: a topic recreated while the lane held none of its
-partitions is still reported when one is assigned again."""
+partitions is still reported when one is assigned again; between runs, a partition the group never committed whose
+offset map holds copies of another topic id (or of none recorded) is a loss, named in one line and handled per
+on_source_loss; the offset map's recorder is told the sources' ids."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from transcoder.errors import TopicError
+from transcoder.pipeline.offset_runs import MapEntry, Run, partition_maps
+from transcoder.service import source_watch
 from transcoder.service.source_watch import SourceWatch
 
 TP = ("src", 0)
@@ -38,15 +45,28 @@ class Path:
         return set()
 
 
-class Lane:
+class Recorder:
+    """The offset map's recorder: the ids it is told."""
+
     def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+
+    def source_id(self, topic: str, topic_id: str) -> None:
+        self.ids[topic] = topic_id
+
+
+class Lane:
+    def __init__(self, on_source_loss: str = "stop", migration: object = None) -> None:
         self.spec = SimpleNamespace(name="src.zstd")
-        self.config = SimpleNamespace(on_source_loss="stop", migration=None, shutdown_timeout_s=1.0)
-        self.metrics = SimpleNamespace(source_records_lost=lambda *a: None)
+        self.config = SimpleNamespace(on_source_loss=on_source_loss, migration=migration, shutdown_timeout_s=1.0)
+        self.counted: list[tuple[str, int, int]] = []
+        self.metrics = SimpleNamespace(source_records_lost=lambda *a: self.counted.append(a))
         self.checkpoint = SimpleNamespace(withheld=set())
         self.path = Path()
         self.assigned: set[Any] = set()
         self.eos = False
+        self.writer = SimpleNamespace(offset_map=Recorder())
+        self.ledger = SimpleNamespace(destinations_of={"src": ("src.zstd",)})
 
     def position(self, tp: Any) -> int | None:
         return 100 if tp == TP else None
@@ -68,3 +88,97 @@ def test_a_topic_recreated_while_its_partitions_were_lost_is_a_loss_when_one_com
     assert lane.checkpoint.withheld == {TP}  # on_source_loss: stop: nothing committed for the new topic
     assert watch.error is not None and "id-old is now id-new" in str(watch.error)
     assert "was at offset 100" in str(watch.error)
+
+
+def test_the_offset_maps_recorder_is_told_the_id_and_not_the_new_one_while_the_lane_stops_on_it():
+    lane, ids = Lane(), TopicIds()
+    watch = SourceWatch(lane, ids, every_s=1.0)  # type: ignore[arg-type]
+    lane.assigned = {TP}
+    watch.assigning([TP])
+    assert lane.writer.offset_map.ids == {"src": "id-old"}
+    assert watch.check({"src": "id-new"}) == {TP}  # recreated under the running lane, on_source_loss: stop
+    assert lane.writer.offset_map.ids == {"src": "id-old"}  # what is still delivered is the old topic's
+
+
+#: 300 records of the old topic copied (source 0..299 to destination 0..299) under topic id id-old
+COPIED = MapEntry("src", "src.zstd", 0, (Run(0, 0, 300),), source_id="id-old")
+LEGACY = MapEntry("src", "src.zstd", 0, (Run(0, 0, 300),))  # a map written before ids were recorded
+
+
+@pytest.fixture
+def stored(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The offset map the watch reads (`entries`) and what it stores (`lost`)."""
+    got: dict[str, Any] = {"entries": [COPIED], "lost": []}
+    monkeypatch.setattr(source_watch.offset_map, "read",
+                        lambda config, dest, timeout: (partition_maps(got["entries"], dest), None))
+    monkeypatch.setattr(source_watch.offset_map, "store_lost",
+                        lambda config, gaps, timeout, **kw: got["lost"].append((gaps, kw)))
+    return got
+
+
+def _fresh_start(lane: Lane, ids: TopicIds) -> tuple[SourceWatch, set[Any]]:
+    """A new run: the partition assigned with no committed offset."""
+    watch = SourceWatch(lane, ids, every_s=1.0)  # type: ignore[arg-type]
+    lane.assigned = {TP}
+    assert watch.assigning([TP]) == set()  # the first id this run sees: nothing to compare with in memory
+    return watch, watch.recreated_by_map([TP])
+
+
+def test_between_runs_a_changed_topic_id_is_a_recreation_named_in_one_line_and_stops_the_lane(stored):
+    lane, ids = Lane(migration={}), TopicIds()
+    ids.ids["src"] = "id-new"  # deleted and recreated while no lane ran (longer than what was copied)
+    watch, lost = _fresh_start(lane, ids)
+    assert lost == {TP} and lane.checkpoint.withheld == {TP}  # stop: nothing committed for the new topic
+    line = str(watch.error)
+    assert "\n" not in line and "on_source_loss: stop" in line
+    assert ("source topic src was deleted and recreated while no lane copied it (topic id id-old is now id-new): "
+            "the offset map of src [0] holds copies of its source offsets 0..299") in line, line
+    assert "from offset 300 on were lost before they were copied (how many unknown" in line, line
+    assert (watch.error.topic, watch.error.partition, watch.error.offset) == ("src", 0, 300)
+    assert lane.counted == []  # the count is unknown: nothing invented
+    (gaps, kw), = stored["lost"]
+    assert gaps == [("src", "src.zstd", 0, 300, 301)]
+    r = kw["recreated"]
+    assert (r.old_id, r.new_id, r.at, r.records, r.continued) == ("id-old", "id-new", 300, None, False)
+
+
+def test_between_runs_continue_copies_the_new_topic_from_its_start_and_marks_the_recreation(stored):
+    lane, ids = Lane("continue", migration={}), TopicIds()
+    ids.ids["src"] = "id-new"
+    watch, lost = _fresh_start(lane, ids)
+    assert lost == {TP} and watch.error is None and lane.checkpoint.withheld == set()
+    assert lane.writer.offset_map.ids == {"src": "id-new"}  # the new topic's runs name its id
+    (gaps, kw), = stored["lost"]
+    assert kw["recreated"].continued
+
+
+def test_between_runs_the_same_topic_id_is_no_loss(stored):
+    # a copy that stopped before its first commit: no committed offset, the map's copies of the topic there now
+    lane, ids = Lane(migration={}), TopicIds()
+    watch, lost = _fresh_start(lane, ids)
+    assert lost == set() and watch.error is None and stored["lost"] == []
+
+
+def test_between_runs_a_map_without_ids_and_no_committed_offset_is_taken_as_a_loss_and_says_so(stored):
+    stored["entries"] = [LEGACY]
+    lane, ids = Lane(migration={}), TopicIds()
+    watch, lost = _fresh_start(lane, ids)
+    assert lost == {TP}
+    line = str(watch.error)
+    assert "source topic src taken as deleted and recreated while no lane copied it" in line, line
+    assert "records no topic id to compare with the topic's now (id-old): mapped before transcoder recorded" in line
+
+
+def test_between_runs_nothing_mapped_is_no_loss(stored):
+    stored["entries"] = []
+    lane, ids = Lane(migration={}), TopicIds()
+    assert _fresh_start(lane, ids)[1] == set()
+
+
+def test_between_runs_no_offset_map_topic_yet_is_no_loss(monkeypatch):
+    def read(config: Any, dest: str, timeout: float) -> Any:
+        raise TopicError("offset-map topic x does not exist")
+
+    monkeypatch.setattr(source_watch.offset_map, "read", read)
+    lane, ids = Lane(migration={}), TopicIds()
+    assert _fresh_start(lane, ids)[1] == set()
