@@ -26,9 +26,14 @@ class ErrorTracker:
     """`error_cb` for a client: remembers the last global error so a failure can say why, and the client's current
     outage: from its first "unreachable" error (`streak_start`) to the first answer of a broker after it
     (`answered`, or `statistics`: librdkafka's own figures). Only an answer ends an outage: librdkafka repeats its
-    errors seldom (identical ones are suppressed, reconnects back off to 10 s), so a quiet minute says nothing."""
+    errors seldom (identical ones are suppressed, reconnects back off to 10 s), so a quiet minute says nothing.
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    One broker of several failing is not an outage while the others answer: an "unreachable" error begins one at
+    once when every broker is down (_ALL_BROKERS_DOWN) or when no broker answered within `grace_s` before it;
+    otherwise only once no broker answered for `grace_s` after it (seen at a statistics emission). Either way the
+    outage is dated from that first failure."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, grace_s: float = 10.0) -> None:
         self.last: KafkaError | None = None
         self.at = 0.0  # clock() of the last error
         #: the last error that says why (librdkafka follows each with a bare "N/N brokers are down")
@@ -42,6 +47,9 @@ class ErrorTracker:
         #: the latest answer known: (a broker answered certainly after this, at this), clock() times
         self.last_answer: tuple[float, float] | None = None
         self._clock = clock
+        self._grace = grace_s
+        #: clock() of the first "unreachable" error no answer followed yet (an outage's start, if it becomes one)
+        self._failing_since: float | None = None
         self._rx: dict[str, int] = {}  # broker -> responses received, at the last statistics emission
         self._stats_at: float | None = None  # clock() of the last statistics emission
 
@@ -49,8 +57,11 @@ class ErrorTracker:
         now = self._clock()
         if err.code() in _UNREACHABLE:
             self.unreachable_error = err
-            if self.streak_start is None:
-                self.streak_start = now
+            if self._failing_since is None:
+                self._failing_since = now
+            if self.streak_start is None and (err.code() == KafkaError._ALL_BROKERS_DOWN
+                                              or not self._answered_within(now)):
+                self.streak_start = self._failing_since
         self.last = err
         self.at = now
         if err.code() != KafkaError._ALL_BROKERS_DOWN:
@@ -62,10 +73,16 @@ class ErrorTracker:
         after = at if after is None else after
         if self.last_answer is None or after > self.last_answer[0]:
             self.last_answer = (after, at)
+        if self._failing_since is not None and after >= self._failing_since:
+            self._failing_since = None
         start = self.streak_start
         if start is not None and after >= start:
             self.streak_start = None
             self.recovered = (start, at)
+
+    def _answered_within(self, now: float) -> bool:
+        """Whether a broker answered within `grace_s` before `now`."""
+        return self.last_answer is not None and now - self.last_answer[1] <= self._grace
 
     def statistics(self, stats: Mapping[str, Any], now: float | None = None) -> None:
         """One librdkafka statistics emission of this client (parsed): what its brokers answered. A connection UP
@@ -86,6 +103,9 @@ class ErrorTracker:
                 answers.append((since, now))
         for after, at in sorted(answers, key=lambda a: a[1]):  # the earliest that ends the outage, if one does
             self.answered(at, after)
+        failing = self._failing_since
+        if self.streak_start is None and failing is not None and now - failing >= self._grace:
+            self.streak_start = failing  # a broker failed and none answered since, for the grace: an outage
 
     def wrap_statistics(self, stats_cb: Callable[[str], None]) -> Callable[[str], None]:
         """The client's `stats_cb`, passing each emission through `statistics` first."""

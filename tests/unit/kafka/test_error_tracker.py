@@ -57,8 +57,43 @@ def test_an_outage_lasts_until_a_broker_answers_however_quiet_the_errors():
     assert t.streak_start is None and t.unreachable() is None
     assert t.recovered == (1000.0, 1044.5)  # first failure to first success: 44.5 s
     clock.now += 5
-    t(KafkaError(KafkaError._TRANSPORT))  # a later outage is one of its own
+    t(KafkaError(KafkaError._TRANSPORT))  # a later outage is one of its own (the answer at 1044.5 is recent:
+    assert t.streak_start is None          # one broker's failure is an outage once every broker is down)
+    clock.now += 0.01
+    t(KafkaError(KafkaError._ALL_BROKERS_DOWN))
     assert t.streak_start == 1052.0
+
+
+def test_one_broker_of_three_failing_is_no_outage_while_the_others_answer():
+    clock = Clock()
+    t = ErrorTracker(clock)
+    rx = 100
+    t.statistics(stats(b1=("UP", 60, rx), b2=("UP", 60, rx), b3=("UP", 60, rx)))
+    for _ in range(12):  # b3 down for a minute: its reconnects fail every 10 s, b1 and b2 answer throughout
+        clock.now += 5
+        rx += 10
+        if int(clock.now) % 10 == 0:
+            t(KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9094/3: Connect failed: Connection refused"))
+        t.statistics(stats(b1=("UP", 60, rx), b2=("UP", 60, rx), b3=("TRY_CONNECT", 1, 100)))
+        assert t.streak_start is None and t.unreachable() is None
+
+
+def test_a_failure_no_broker_answers_after_becomes_an_outage_from_that_failure():
+    clock = Clock()
+    t = ErrorTracker(clock, grace_s=10)
+    t.statistics(stats(b1=("UP", 60, 100)))
+    clock.now = 1005.0
+    t.statistics(stats(b1=("UP", 65, 110)))  # answered since 1000
+    clock.now = 1006.0
+    t(KafkaError(KafkaError._TIMED_OUT))  # a stalled broker: its connection stays UP, nothing answers
+    assert t.streak_start is None
+    for now in (1010.0, 1015.0):
+        clock.now = now
+        t.statistics(stats(b1=("UP", now - 940, 110)))
+        assert t.streak_start is None  # within the grace
+    clock.now = 1020.0
+    t.statistics(stats(b1=("UP", 80, 110)))
+    assert t.streak_start == 1006.0 and t.unreachable() is not None
 
 
 def test_a_connection_still_up_from_before_is_no_answer_but_responses_since_are():
