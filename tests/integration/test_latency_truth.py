@@ -38,6 +38,25 @@ FAST_RATE = 1500  # records/s: batches close by size (750 records: 0.5 s to fill
 FAST_BATCH = 750
 
 
+def _until_acknowledged(service: Service, errors: list[Any], done: Any, describe: Any) -> dict[str, Any]:
+    """The service's /status document once `done(doc)`: every record observed, and acknowledged in /status (its
+    tallies are flushed at commits); 60 s at most."""
+    deadline = time.monotonic() + 60
+    while True:
+        doc = service.status()
+        if done(doc):
+            return doc
+        assert not errors and time.monotonic() < deadline, errors or describe(doc)
+        time.sleep(0.2)
+
+
+def _stop(stop: threading.Event, service: Service, runner: ServiceThread, observer: threading.Thread) -> None:
+    stop.set()
+    service.stop()
+    runner.join(60)
+    observer.join(10)
+
+
 def _quantile(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -106,19 +125,15 @@ def test_reported_latency_is_what_a_consumer_of_the_copy_observes(kafka, topic_f
         observer.start()
         assert observing.wait(30)
         _produce(kafka.bootstrap, {slow: SLOW_RATE, fast: FAST_RATE}, counts)
-        deadline = time.monotonic() + 60
-        while True:  # every record observed, and acknowledged in /status (its tallies are flushed at commits)
-            doc = service.status()
-            out = {d["topic"]: d["records_out"] for ln in doc["lanes"] for d in ln["destinations"]}
-            if all(len(seen[dests[s]]) >= n and out.get(dests[s]) == n for s, n in counts.items()):
-                break
-            assert not errors and time.monotonic() < deadline, errors or (out, {d: len(v) for d, v in seen.items()})
-            time.sleep(0.2)
+        def out(doc: dict[str, Any]) -> dict[str, int]:
+            return {d["topic"]: d["records_out"] for ln in doc["lanes"] for d in ln["destinations"]}
+
+        doc = _until_acknowledged(
+            service, errors,
+            lambda doc: all(len(seen[dests[s]]) >= n and out(doc).get(dests[s]) == n for s, n in counts.items()),
+            lambda doc: (out(doc), {d: len(v) for d, v in seen.items()}))
     finally:
-        stop.set()
-        service.stop()
-        runner.join(60)
-        observer.join(10)
+        _stop(stop, service, runner, observer)
     assert not errors, errors
     figures: dict[str, Any] = {d["topic"]: d for ln in doc["lanes"] for d in ln["destinations"]}
     report = {}
@@ -205,19 +220,15 @@ def test_new_records_latency_after_a_backlog_is_what_a_consumer_of_the_copy_obse
         start_s = service.lanes[0].writer.start_ms / 1000
         live.join(LIVE_SECONDS + 40)
         total = BACKLOG + len(sent)
-        deadline = time.monotonic() + 60
-        while True:  # every record observed, and acknowledged in /status (its tallies are flushed at commits)
-            doc = service.status()
-            out = next(d for ln in doc["lanes"] for d in ln["destinations"])
-            if len(seen) >= len(sent) and out["records_out"] == total:
-                break
-            assert not errors and time.monotonic() < deadline, errors or (out["records_out"], len(seen), total)
-            time.sleep(0.2)
+
+        def dest(doc: dict[str, Any]) -> dict[str, Any]:
+            return next(d for ln in doc["lanes"] for d in ln["destinations"])
+
+        out = dest(_until_acknowledged(service, errors,
+                                       lambda doc: len(seen) >= len(sent) and dest(doc)["records_out"] == total,
+                                       lambda doc: (dest(doc)["records_out"], len(seen), total)))
     finally:
-        stop.set()
-        service.stop()
-        runner.join(60)
-        observer.join(10)
+        _stop(stop, service, runner, observer)
     assert not errors, errors
     assert sorted(s for s, _ in seen) == sorted(sent)  # each live record once, as sent
     new = [got - s for s, got in seen if s >= start_s]

@@ -180,6 +180,18 @@ def _topic_id(admin: Any, topic: str) -> str:
             time.sleep(0.2)
 
 
+def _recreate_with(admin: Any, producer_factory: Any, source: str, old_id: str, new: int) -> str:
+    """`_recreate` the source, then write `new` records (new-i, w-i) to its partition 0; its new topic id."""
+    _recreate(admin, source)
+    new_id = _topic_id(admin, source)
+    assert new_id != old_id
+    p = producer_factory(**{"enable.idempotence": True})
+    for i in range(new):
+        p.produce(source, key=f"new-{i}".encode(), value=f"w-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    return new_id
+
+
 def _recreate(admin: Any, topic: str) -> None:
     """Delete `topic` and create it again under the same name (1 partition), once the deletion is done."""
     for fut in admin.delete_topics([topic], operation_timeout=30).values():
@@ -225,13 +237,7 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
             assert t.is_alive(), failed
             time.sleep(0.5)
         time.sleep(1.5)  # the group commits them (commit_interval_ms)
-        _recreate(admin, source)
-        new_id = _topic_id(admin, source)
-        assert new_id != old_id
-        p = producer_factory(**{"enable.idempotence": True})
-        for i in range(new):
-            p.produce(source, key=f"new-{i}".encode(), value=f"w-{i}".encode(), partition=0)
-        assert p.flush(30) == 0
+        new_id = _recreate_with(admin, producer_factory, source, old_id, new)
         if on_source_loss == "stop":
             t.join(60)
             if t.is_alive():
@@ -314,13 +320,7 @@ def test_a_source_topic_recreated_between_runs_is_found_from_the_offset_map(
     assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == old
     old_id = _topic_id(admin, source)
     _produce(producer_factory, source, copied, copied + down)  # written while no lane runs: never copied
-    _recreate(admin, source)
-    new_id = _topic_id(admin, source)
-    assert new_id != old_id
-    p = producer_factory(**{"enable.idempotence": True})
-    for i in range(new):
-        p.produce(source, key=f"new-{i}".encode(), value=f"w-{i}".encode(), partition=0)
-    assert p.flush(30) == 0
+    new_id = _recreate_with(admin, producer_factory, source, old_id, new)
 
     metrics = Metrics()
     service = Service(conf, metrics=metrics)
