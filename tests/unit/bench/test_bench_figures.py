@@ -24,6 +24,10 @@ from bench.figures import (
 )
 from bench.spans import Span
 
+# bench's CLI, invoked here in-process, sets the process's logging (warning and up): put back after each test, so
+# that a later test capturing info lines in this process sees them
+pytestmark = pytest.mark.usefixtures("fresh_structlog")
+
 
 def run(copier: str, codec: str, *, seconds: float, cpu: float, disk: int, records: int = 1_000_000,
         p99: float | None = 0.5, warm: Span | None = None, note: str | None = None) -> CopyRun:

@@ -11,6 +11,10 @@ import pytest
 from bench import copiers
 from bench.copiers import Batching, build_franz_go, franz_go_command
 
+# bench's CLI, invoked here in-process, sets the process's logging (warning and up): put back after each test, so
+# that a later test capturing info lines in this process sees them
+pytestmark = pytest.mark.usefixtures("fresh_structlog")
+
 BINARY = Path("/cache/franz-go/franzgo")
 
 
