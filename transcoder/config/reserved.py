@@ -109,5 +109,5 @@ def problems(config: Config) -> Iterator[tuple[Loc, str]]:
                 continue  # named after each match: the plan checks what it resolves to
             why = role(config, topic)
             if why is not None:
-                loc: Loc = ("routes", i, "destinations", j) + (("topic",) if dest.topic is not None else ())
-                yield loc, refusal("destination", topic, why)
+                at: Loc = ("routes", i, "destinations", j) + (("topic",) if dest.topic is not None else ())
+                yield at, refusal("destination", topic, why)

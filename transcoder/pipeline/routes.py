@@ -157,6 +157,7 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
     if loops:
         raise ConfigError(f"topic {loops[0]} is both a source and a destination: the copy would loop")
 
+    lanes: tuple[LaneSpec, ...]
     if config.lanes == "shared":
         lanes = (LaneSpec(name="shared", group_id=config.group_id, targets=tuple(targets)),)
     else:
