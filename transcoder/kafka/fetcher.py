@@ -247,8 +247,8 @@ class Fetcher:
         except KafkaUnavailableError as exc:  # no connection at all (Kafka not reached at start)
             answers, failed = {}, dict.fromkeys(by_leader, exc)
         now = time.monotonic()
-        for leader, exc in failed.items():
-            self._leader_failed(leader, by_leader.get(leader, {}), exc, now)
+        for leader, error in failed.items():
+            self._leader_failed(leader, by_leader.get(leader, {}), error, now)
         for leader, offsets in by_leader.items():
             if leader not in failed and any(tp in answers for tp in offsets):
                 self._backoff.succeeded(("broker", leader))

@@ -52,8 +52,8 @@ class UnsecuredJwtConfig:
 
 def parse_unsecured_jwt_config(text: str) -> UnsecuredJwtConfig:
     """librdkafka's rules; ConfigError naming the key at fault, never quoting a value (the config is a secret)."""
-    single = {"principal": None, "principalClaimName": None, "scope": None, "scopeClaimName": None,
-              "lifeSeconds": None}
+    single: dict[str, str | None] = {"principal": None, "principalClaimName": None, "scope": None,
+                                     "scopeClaimName": None, "lifeSeconds": None}
     extensions: dict[str, str] = {}
     for part in text.split():
         key, sep, value = part.partition("=")
@@ -120,7 +120,7 @@ def check_oauthbearer(librdkafka: Mapping[str, Any]) -> UnsecuredJwtConfig:
     if str(librdkafka.get("enable.sasl.oauthbearer.unsecure.jwt", "false")).lower() not in ("true", "1"):
         raise ConfigError("sasl.mechanism=OAUTHBEARER needs enable.sasl.oauthbearer.unsecure.jwt=true with "
                           "sasl.oauthbearer.config=principal=<name> (transcoder takes no token callback)")
-    value = librdkafka.get(_PROP)
+    value: object = librdkafka.get(_PROP)
     value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
     return parse_unsecured_jwt_config(str(value or ""))
 
@@ -130,7 +130,7 @@ def token_provider(config: UnsecuredJwtConfig, clock: Any = time.time) -> Any:
     made again once REFRESH_AT of its life has passed; each token is given to the redactor before it is sent."""
     from kafka.net.sasl.oauth import AbstractTokenProvider
 
-    class UnsecuredJwtProvider(AbstractTokenProvider):
+    class UnsecuredJwtProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-python has no types: Any
         def __init__(self) -> None:
             super().__init__()
             self._lock = threading.Lock()

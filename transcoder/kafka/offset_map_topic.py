@@ -156,7 +156,7 @@ class OffsetMapRecorder:
                 produce(self.topic, json.dumps({"errors_total": n, "last_error_ms": last, "at_ms": at}).encode(),
                         f"{HEALTH_PREFIX}{dest}".encode(), on_delivery=self._delivered)
             self._health_at = now + _HEALTH_EVERY_S
-        left = self._producer.flush(timeout)
+        left: int = self._producer.flush(timeout)
         if self._failed:
             why, self._failed = self._failed[0], []
             raise DeliveryError(f"the offset map could not be written to {self.topic}: {why}; no source offset "
@@ -232,16 +232,18 @@ def read(config: Config, destination_topic: str, *, timeout: float = 60.0
                                                 f"of {high}", topic=topic, partition=p, offset=pos)
                 for m in consumer.consume(10_000, timeout=1.0):
                     err = m.error()
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaUnavailableError(f"reading offset-map topic {topic}: {err.str()}",
+                                                    topic=topic, partition=p)
+                    offset = m.offset()
+                    assert offset is not None  # a record's, or the end's: only other errors come without one
                     if err is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
-                            raise KafkaUnavailableError(f"reading offset-map topic {topic}: {err.str()}",
-                                                        topic=topic, partition=p)
-                        pos = max(pos, m.offset())  # the end: compaction may have left the last offsets empty
+                        pos = max(pos, offset)  # the end: compaction may have left the last offsets empty
                         continue
                     k = m.key() or b""
                     latest[k] = m.value()
-                    where[k] = m.offset()
-                    pos = m.offset() + 1
+                    where[k] = offset
+                    pos = offset + 1
     finally:
         consumer.close()
     entries = []
