@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported when a table is drawn, not with the module
+    from rich.table import Table
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ def markdown_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
-def rich_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, text_columns: int) -> object:
+def rich_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, text_columns: int) -> Table:
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
