@@ -305,7 +305,7 @@ def check_properties(base: Mapping[str, Any], where: str) -> None:
     conf = {k: v for k, v in base.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
     # A logger of its own, in no hierarchy, never enabled: what the throwaway client logs (no bootstrap servers,
     # the refused property) is said by the error, once.
-    conf["logger"] = logging.Logger("transcoder.property-check", logging.CRITICAL + 1)  # noqa: LOG001
+    conf["logger"] = logging.Logger("transcoder.property-check", logging.CRITICAL + 1)
     try:
         AdminClient(conf)
     except (KafkaException, ValueError, TypeError) as exc:
