@@ -192,8 +192,9 @@ class OwnedAdmin:
 
 def _why(conf: Mapping[str, Any], exc: BaseException | None) -> str:
     tracker = conf.get("error_cb")
-    if isinstance(tracker, ErrorTracker) and (tracker.cause or tracker.last) is not None:
-        return (tracker.cause or tracker.last).str()  # type: ignore[union-attr]
+    error = (tracker.cause or tracker.last) if isinstance(tracker, ErrorTracker) else None
+    if error is not None:
+        return error.str()
     if isinstance(exc, KafkaException) and exc.args:
         err = exc.args[0]
         return err.str() if isinstance(err, KafkaError) else str(err)
