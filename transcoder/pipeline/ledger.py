@@ -9,7 +9,7 @@ acknowledgement pops its head.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from transcoder.pipeline.partitions import Partition
 
@@ -30,7 +30,7 @@ class Ledger:
         self.held: dict[Partition, dict[int, int]] = {}
         self.in_flight_bytes = 0
 
-    def sent(self, produced: Mapping[Partition, list[tuple[int, ...]]], nbytes: int) -> None:
+    def sent(self, produced: Mapping[Partition, Sequence[tuple[int, ...]]], nbytes: int) -> None:
         """Records produced, per destination partition in produce order: (source offset, size) each, or (source
         offset, size, timestamp) where a failed report must name the timestamp (`acked_failed`).
 
