@@ -61,4 +61,4 @@ unit: venv
 	$(BIN)/python -m pytest tests/unit
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info native/target
+	rm -rf $(VENV) .pytest_cache .mypy_cache build *.egg-info native/target
