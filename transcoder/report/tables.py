@@ -156,11 +156,11 @@ def candidate_sentence(candidate: str, candidate_ratio: float, candidate_compres
 def candidate_sentences(doc: dict | None) -> tuple[str, ...]:
     """The sentences of one destination's `candidates` section of /status (none before its first sample)."""
     cur = (doc or {}).get("current")
-    if not cur:
+    if not doc or not cur:
         return ()
     return tuple(candidate_sentence(c["label"], c.get("ratio"), c.get("compress_cpu_s_per_1m"), cur["codec"],
                                     cur.get("ratio"), cur.get("compress_cpu_s_per_1m"))
-                 for c in doc.get("candidates", []))  # type: ignore[union-attr]
+                 for c in doc.get("candidates", []))
 
 
 def _sample_note(doc: dict | None) -> str | None:
