@@ -24,10 +24,12 @@ kafka-jars: venv
 	$(BIN)/transcoder local-kafka fetch
 
 # The package's import rules (pyproject.toml [tool.importlinter]): layers, no Kafka client in pure code,
-# prometheus_client in one module, pyspark only in transcoder.spark, no import circles; then ruff ([tool.ruff]).
+# prometheus_client in one module, pyspark only in transcoder.spark, no import circles; then ruff ([tool.ruff]), then
+# mypy ([tool.mypy]: the package, strict on pipeline, service, kafka and config).
 lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # The whole suite, in two pytest sessions. First the import rules, unit tests, integration tests against a real broker
 # the session starts, and legacy sources (tests/legacy: ZooKeeper + Kafka 3.9 storing message format v1, copied to a
@@ -59,4 +61,4 @@ unit: venv
 	$(BIN)/python -m pytest tests/unit
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info native/target
+	rm -rf $(VENV) .pytest_cache .mypy_cache build *.egg-info native/target

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TextIO
 
 import structlog
+from structlog.typing import EventDict, Processor
 
 #: The logger librdkafka's own log lines go to (kafka.clients hands it to every client).
 RDKAFKA_LOGGER = "transcoder.rdkafka"
@@ -141,7 +142,7 @@ def _client_lines(record: logging.LogRecord) -> bool:
     return True
 
 
-def _redact_rendered(_logger: object, _method: str, rendered: str) -> str:
+def _redact_rendered(_logger: object, _method: str, rendered: EventDict | str) -> EventDict | str:
     """The last processor: no secret the process knows leaves in a rendered line (tracebacks included)."""
     return redact(rendered) if isinstance(rendered, str) else rendered
 
@@ -163,6 +164,7 @@ def stacks_on_signal(signum: int = signal.SIGUSR1) -> None:
     """`kill -USR1 <pid>` writes every thread's Python stack to the process's stderr, as jstack does for a JVM:
     faulthandler answers from the signal handler itself, with no lock and no GIL, so even a process whose threads
     all wait (a deadlock in a client library) says where. Frames only (file, line, function): never a value."""
+    assert sys.__stderr__ is not None  # the process's own stderr: None only without a console (pythonw)
     faulthandler.register(signum, file=sys.__stderr__, all_threads=True, chain=False)
 
 
@@ -183,7 +185,7 @@ def configure(level: str = "info", *, stream: TextIO | None = None, json: bool |
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
-    shared = [
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -335,7 +335,7 @@ def test_a_slow_isolated_lane_does_not_slow_the_others(kafka, topic_factory, adm
     def run() -> None:
         try:
             service.run(until_caught_up=True)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - the test asserts on it
             errors.append(exc)
 
     t = threading.Thread(target=run, daemon=True)

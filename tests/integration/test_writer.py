@@ -35,7 +35,7 @@ def _start(service: Service) -> tuple[threading.Thread, list[BaseException]]:
     def run() -> None:
         try:
             service.run()
-        except BaseException as exc:  # the test asserts on it
+        except BaseException as exc:  # noqa: BLE001 - the test asserts on it
             errors.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)

@@ -49,7 +49,7 @@ def start(path: str, *args: str, log: Path | None = None, level: str = "info") -
     """`transcoder run --config path` in a child process of its own session (os.killpg reaches it all).
 
     stderr goes to `log` when given (a long run logs more than a pipe holds unread); else to a pipe."""
-    err: Any = subprocess.PIPE if log is None else open(log, "a")  # noqa: SIM115 - the child owns it
+    err: Any = subprocess.PIPE if log is None else open(log, "a")  # the child owns it
     try:
         return subprocess.Popen([sys.executable, "-m", "transcoder", "run", "--config", path, *args],
                                 stdout=subprocess.PIPE if log is None else subprocess.DEVNULL, stderr=err, text=True,
@@ -293,7 +293,7 @@ class Throughput:
             for t in self.topics:
                 try:
                     self.samples[t].append((time.monotonic(), dest_count(self.admin, t)))
-                except Exception:  # noqa: BLE001, S112 - the broker is down or the topic not there yet
+                except Exception:  # noqa: BLE001 - the broker is down or the topic not there yet
                     continue
 
     def peak(self, topic: str) -> float:

@@ -76,6 +76,7 @@ def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind
         records = iter(source)
         where = lambda: source.where  # noqa: E731
     else:
+        assert kind is not None  # exactly one of --kind and --file, checked above
         eps = rate or 2000.0
         start_ms = _start_ms(start)
         if start_ms is None:

@@ -22,14 +22,14 @@ ENV_PREFIX = "TRANSCODER__"
 _MERGE_TAGS = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
 
 
-class _DuplicateKey(yaml.YAMLError):
+class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc]  # PyYAML's classes are Any: no types in the venv
     def __init__(self, key: Any, at: yaml.Mark, first: yaml.Mark) -> None:
         def where(mark: yaml.Mark) -> str:  # a column only where both are on one line, e.g. {codec: a, codec: b}
             return f"line {mark.line + 1}" + (f", column {mark.column + 1}" if at.line == first.line else "")
         super().__init__(f"{where(at)}: key {key!r} given twice (first at {where(first)})")
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML's classes are Any: no types in the venv
     """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML would keep the last one silently).
 
     Merge keys work as before: a key written beside `<<` overrides the merged one, as YAML's merge key means."""

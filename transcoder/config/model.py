@@ -91,8 +91,10 @@ def _partial_problems(cls: type[_Model], data: Mapping[str, Any], invalid: set[A
     for name, field in cls.model_fields.items():
         if name in invalid or name not in data:
             continue
+        # the field's type as built at run time: a type expression to pydantic, a plain value to a type checker
+        annotated: Any = Annotated[field.annotation, field]
         try:
-            valid[name] = TypeAdapter(Annotated[field.annotation, field]).validate_python(data[name], context=context)
+            valid[name] = TypeAdapter(annotated).validate_python(data[name], context=context)
         except ValidationError:
             continue
     partial = cls.model_construct(**valid)  # fields absent from data take their defaults; invalid ones are absent

@@ -135,7 +135,7 @@ def _counted(low: int | None, high: int | None, noun: str) -> str | None:
 
 
 def _allowed_one(schema: dict[str, Any]) -> str:
-    words = []
+    words: list[str | None] = []
     if "enum" in schema or "const" in schema:
         words.append(", ".join(f"`{v}`" for v in schema.get("enum", [schema.get("const")])))
     if schema.get("format") == "date-time":

@@ -77,6 +77,12 @@ def problems(config: Config) -> Iterator[tuple[Loc, str]]:
     """The config's literal topics that are reserved, each with the key that names it: sources, destinations whose
     topic does not depend on a pattern's matches, and transcoder's own topics among themselves (one topic cannot
     be both the offset map and the state topic, or a dead-letter topic) or named as Kafka's."""
+    yield from _own_topic_problems(config)
+    yield from _route_problems(config)
+
+
+def _own_topic_problems(config: Config) -> Iterator[tuple[Loc, str]]:
+    """transcoder's own topics named as Kafka's, or as another of transcoder's own."""
     seen: dict[str, str] = {}  # topic -> which of transcoder's own it is
     m = config.migration
     named: list[tuple[str, Loc, str]] = []  # transcoder's own topics, state topic first (the later wins a clash)
@@ -95,6 +101,10 @@ def problems(config: Config) -> Iterator[tuple[Loc, str]]:
         elif topic in seen:
             yield loc, f"{name} {topic} is also {seen[topic]}: each of transcoder's own topics needs a topic of its own"
         seen.setdefault(topic, name)
+
+
+def _route_problems(config: Config) -> Iterator[tuple[Loc, str]]:
+    """Literal sources and destinations that are reserved topics."""
     for i, route in enumerate(config.routes):
         if route.source is not None:
             why = role(config, route.source)

@@ -13,8 +13,13 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transcoder.errors import LocalKafkaError
+
+if TYPE_CHECKING:  # cryptography is the dev extra's: imported when certificates are made
+    from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
+    from cryptography.x509 import Certificate
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _ca(days: int):  # type: ignore[no-untyped-def]
+def _ca(days: int) -> tuple[EllipticCurvePrivateKey, Certificate]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -120,7 +125,8 @@ def _ca(days: int):  # type: ignore[no-untyped-def]
     return key, cert
 
 
-def _leaf(ca_key, ca_cert, cn: str, days: int, *, hosts: tuple[str, ...], server: bool):  # type: ignore[no-untyped-def]
+def _leaf(ca_key: EllipticCurvePrivateKey, ca_cert: Certificate, cn: str, days: int, *, hosts: tuple[str, ...],
+          server: bool) -> tuple[EllipticCurvePrivateKey, Certificate]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec

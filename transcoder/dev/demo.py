@@ -12,11 +12,11 @@ from transcoder import config
 from transcoder.codecs import CODECS
 from transcoder.dev import seed
 from transcoder.dev.local_kafka import LocalKafka
-from transcoder.kafka.admin import describe
+from transcoder.kafka.admin import describe, end_offsets
 from transcoder.kafka.clients import connect_admin
 from transcoder.kafka.protocol import RawClient
 from transcoder.report import tables as report
-from transcoder.service.runner import Service, end_offsets
+from transcoder.service.runner import Service
 
 SOURCE = "demo.nginx"
 

@@ -453,7 +453,7 @@ class LocalKafka(_StateDir):
         from confluent_kafka.admin import AdminClient
 
         confs = [state.sasl_ssl_config(), state.ssl_config()] if secured else [{"bootstrap.servers": state.bootstrap}]
-        admins = [AdminClient({**c, "log_level": 0, "logger": _Silent()}) for c in confs]
+        admins = [AdminClient({**c, "log_level": 0}, logger=_Silent()) for c in confs]
         deadline = time.monotonic() + timeout
         while True:
             code = proc.poll()
@@ -726,8 +726,8 @@ class LocalCluster(_StateDir):
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": ",".join(st.node(n).bootstrap for n in nodes),
-                             "log_level": 0, "logger": _Silent()})
+        admin = AdminClient({"bootstrap.servers": ",".join(st.node(n).bootstrap for n in nodes), "log_level": 0},
+                            logger=_Silent())
         deadline = time.monotonic() + timeout
         seen: set[int] = set()
         def check_exits() -> None:
@@ -852,7 +852,7 @@ def _answers_alone(bootstrap: str, node: int, deadline: float, check: Callable[[
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": _Silent()})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}, logger=_Silent())
     while True:
         check()
         try:
@@ -923,7 +923,7 @@ def _upsert_scram_user(state: BrokerState) -> None:
     )
 
     assert state.sasl_password_file is not None and state.sasl_username is not None
-    admin = AdminClient({"bootstrap.servers": state.bootstrap, "log_level": 0, "logger": _Silent()})
+    admin = AdminClient({"bootstrap.servers": state.bootstrap, "log_level": 0}, logger=_Silent())
     password = Path(state.sasl_password_file).read_text().strip().encode()
     for mechanism in _SCRAM_MECHANISMS:
         upsert = UserScramCredentialUpsertion(state.sasl_username,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -54,7 +55,7 @@ class FileSource:
         return path.name.endswith(_NDJSON_SUFFIXES)
 
     @staticmethod
-    def _open(path: Path) -> IO[bytes]:
+    def _open(path: Path) -> io.BufferedIOBase:
         try:
             return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
         except OSError as exc:
@@ -212,7 +213,7 @@ def seed(
         for rec in records:
             if (count is not None and sent >= count) or (max_bytes is not None and sent_bytes >= max_bytes):
                 break
-            headers = list(rec.headers) or None
+            headers: list[tuple[str, str | bytes | None]] | None = list(rec.headers) or None
             while True:
                 try:
                     produce(topic, value=rec.value, key=rec.key, headers=headers, timestamp=rec.timestamp_ms)

@@ -186,6 +186,12 @@ def _nothing(fig: Figure, title: str, why: str) -> Figure:
     return fig
 
 
+def _speed(c: CellResult) -> float:
+    """A plotted cell's compress MB/s per core: only cells measured compressing are plotted."""
+    assert c.compress_mb_s is not None
+    return c.compress_mb_s
+
+
 def frontier_figure(cells: Sequence[CellResult], recommendation: Mapping[str, object] | None = None) -> Figure:
     """Ratio against compress MB/s per core (log x) at the largest batch size, per codec, with its frontier.
 
@@ -206,10 +212,10 @@ def frontier_figure(cells: Sequence[CellResult], recommendation: Mapping[str, ob
     for codec in _codec_order(c.codec for c in shown):
         mine = [c for c in shown if c.codec == codec]
         colour, marker = _STYLE.get(codec, ("black", "o"))
-        ax.scatter([c.compress_mb_s for c in mine], [c.ratio for c in mine], color=colour, marker=marker, s=36,
+        ax.scatter([_speed(c) for c in mine], [c.ratio for c in mine], color=colour, marker=marker, s=36,
                    label=codec, gid=f"points:{codec}", zorder=3)
-        front = frontier(mine, key=lambda c: (c.compress_mb_s, c.ratio))  # type: ignore[arg-type,return-value]
-        ax.plot([c.compress_mb_s for c in front], [c.ratio for c in front], color=colour, linewidth=1.2,
+        front = frontier(mine, key=lambda c: (_speed(c), c.ratio))
+        ax.plot([_speed(c) for c in front], [c.ratio for c in front], color=colour, linewidth=1.2,
                 alpha=0.8, gid=f"frontier:{codec}", label=f"_{codec} frontier", zorder=2)
         for c in mine:
             if c.level is not None:
@@ -248,6 +254,7 @@ def batch_size_figure(cells: Sequence[CellResult], settings: Sequence[Setting] |
     per_codec: dict[str, list[Setting]] = {}
     for s in drawn:
         per_codec.setdefault(s.codec, []).append(s)
+    colour: str | tuple[float, float, float, float]  # a named colour, or a shade: red, green, blue, alpha
     for s in drawn:
         mine = sorted((c for c in cells if (c.codec, c.level) == (s.codec, s.level) and not math.isnan(c.ratio)),
                       key=lambda c: c.batch_bytes)
@@ -381,9 +388,10 @@ def _page(cells: Sequence[CellResult], title: str, summary_lines: Sequence[str],
             '<table class="cells">', "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in _COLUMNS) + "</tr></thead>",
             "<tbody>"]
     best = _recommended(cells, recommendation)
+    max_batch = (recommendation or {}).get("max_batch_bytes")  # an int where a recommendation was made
     for c in cells:
         tds = "".join(f"<td>{e(v)}</td>" if i < _TEXT_COLUMNS else f'<td class="num">{e(v)}</td>'
-                      for i, v in enumerate(_row(c, (recommendation or {}).get("max_batch_bytes"))))
+                      for i, v in enumerate(_row(c, max_batch if isinstance(max_batch, int) else None)))
         out.append(f'<tr class="recommended">{tds}</tr>' if c is best else f"<tr>{tds}</tr>")
     out += ["</tbody>", "</table>", "</body>", "</html>"]
     return "\n".join(out) + "\n"

@@ -95,7 +95,8 @@ def _measure_cell(cell: Cell, secs: list[bytes], n_batches: int, n_records: int,
     if codec == "none":  # nothing to compress: stored as framed
         packed, c_cpu, d_cpu = plain, (0.0,) * repeats, (0.0,) * repeats
     else:
-        c_times, d_times = [], []
+        c_times: list[float] = []
+        d_times: list[float] = []
         payloads: list[bytes] = []
         for _ in range(repeats):
             if c_times and sum(c_times) + sum(d_times) > SLOW_CELL_S:  # a slow cell: one run says enough
@@ -184,7 +185,7 @@ def _round(v: float | None, digits: int) -> float | None:
 
 def fold(partials: Iterable[Partial], cells: Sequence[Cell]) -> list[CellResult]:
     """The sample's figure for each cell, in `cells` order: partitions summed, then the median of repeats."""
-    by_key: dict[tuple[str, int | None, int], list[Partial]] = {}
+    by_key: dict[tuple[str, int | None, int, str], list[Partial]] = {}
     for p in partials:
         by_key.setdefault(p.key, []).append(p)
     out = []

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kafka.partitioner.default import murmur2
@@ -227,30 +227,33 @@ def _read(consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]], ti
     deadline = time.monotonic() + timeout_s  # moved on by every record: a stall, not a slow read, fails
     while open_:
         if time.monotonic() > deadline:
-            p = min(open_)
+            stalled = min(open_)
             raise KafkaUnavailableError(
-                f"reading {topic} [{p}]: nothing for {timeout_s:g}s after {len(out[p])} of "
-                f"{ranges[p][1] - ranges[p][0]} records (an open transaction holds read_committed readers back)",
-                topic=topic, partition=p)
+                f"reading {topic} [{stalled}]: nothing for {timeout_s:g}s after {len(out[stalled])} of "
+                f"{ranges[stalled][1] - ranges[stalled][0]} records (an open transaction holds read_committed "
+                "readers back)", topic=topic, partition=stalled)
         msgs = consumer.consume(10_000, timeout=1.0)
         if msgs:
             deadline = time.monotonic() + timeout_s
         for msg in msgs:
-            p = msg.partition()
+            p, offset = msg.partition(), msg.offset()
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    if msg.offset() >= ranges.get(p, (0, 0))[1]:  # the end of the range: nothing more to come
+                    assert p is not None and offset is not None  # a partition's end names both
+                    if offset >= ranges.get(p, (0, 0))[1]:  # the end of the range: nothing more to come
                         open_.discard(p)
                     continue
                 raise KafkaUnavailableError(f"reading {topic} [{p}]: {err.str()}", topic=topic, partition=p)
+            assert p is not None and offset is not None  # a record names both
             if p not in open_:
                 continue
             end = ranges[p][1]
-            if msg.offset() < end:
-                out[p].append(((msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1]),
-                               msg.offset()))
-            if msg.offset() >= end - 1:
+            if offset < end:
+                # a consumed record's headers are (name, bytes or None) pairs; confluent-kafka's type is a producer's
+                headers = cast("list[tuple[str, bytes | None]] | None", msg.headers())
+                out[p].append(((msg.key(), msg.value(), tuple(headers or ()), msg.timestamp()[1]), offset))
+            if offset >= end - 1:
                 open_.discard(p)
                 consumer.incremental_unassign([TopicPartition(topic, p)])
     return out

@@ -127,15 +127,15 @@ admin_retry = retry(
 )
 
 
-def _failure(exc: KafkaException, what: str, cls: type[TranscoderError] = TopicError,
-             **where: str | int) -> TranscoderError:
+def _failure(exc: KafkaException, what: str, cls: type[TranscoderError] = TopicError, *, topic: str,
+             partition: int | None = None) -> TranscoderError:
     """A KafkaException as a transcoder error: Kafka's error name, `retriable` from Kafka, the cause kept by
     the caller's `raise ... from exc`."""
     err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     if err is None:
-        return cls(f"{what}: {exc}", **where)  # type: ignore[arg-type]
-    return cls(f"{what}: {_plain(err)}", kafka_error=err.name(), retriable=retriable(err),
-               **where)  # type: ignore[arg-type]
+        return cls(f"{what}: {exc}", topic=topic, partition=partition)
+    return cls(f"{what}: {_plain(err)}", kafka_error=err.name(), retriable=retriable(err), topic=topic,
+               partition=partition)
 
 
 @admin_retry

@@ -192,8 +192,9 @@ class OwnedAdmin:
 
 def _why(conf: Mapping[str, Any], exc: BaseException | None) -> str:
     tracker = conf.get("error_cb")
-    if isinstance(tracker, ErrorTracker) and (tracker.cause or tracker.last) is not None:
-        return (tracker.cause or tracker.last).str()  # type: ignore[union-attr]
+    error = (tracker.cause or tracker.last) if isinstance(tracker, ErrorTracker) else None
+    if error is not None:
+        return error.str()
     if isinstance(exc, KafkaException) and exc.args:
         err = exc.args[0]
         return err.str() if isinstance(err, KafkaError) else str(err)
@@ -305,7 +306,7 @@ def check_properties(base: Mapping[str, Any], where: str) -> None:
     conf = {k: v for k, v in base.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
     # A logger of its own, in no hierarchy, never enabled: what the throwaway client logs (no bootstrap servers,
     # the refused property) is said by the error, once.
-    conf["logger"] = logging.Logger("transcoder.property-check", logging.CRITICAL + 1)  # noqa: LOG001
+    conf["logger"] = logging.Logger("transcoder.property-check", logging.CRITICAL + 1)
     try:
         AdminClient(conf)
     except (KafkaException, ValueError, TypeError) as exc:

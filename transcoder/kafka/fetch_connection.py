@@ -21,16 +21,18 @@ One caller at a time: RawClient holds a lock around its use.
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import socket
 import ssl
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import structlog
 
 log = structlog.get_logger("transcoder.kafka")
+_T = TypeVar("_T")
 
 #: A response header is read from at most this many bytes (a correlation id, and tagged fields in the flexible
 #: versions, which no response header uses today).
@@ -43,8 +45,9 @@ REAUTH_AT = 0.85
 
 def tls_context(config: Mapping[str, Any]) -> ssl.SSLContext:
     """The TLS context kafka-python's connections would build from the same settings (`ssl_*`)."""
-    if config.get("ssl_context") is not None:
-        return config["ssl_context"]
+    given: ssl.SSLContext | None = config.get("ssl_context")
+    if given is not None:
+        return given
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.check_hostname = bool(config.get("ssl_check_hostname", True))
@@ -56,7 +59,7 @@ def tls_context(config: Mapping[str, Any]) -> ssl.SSLContext:
         ctx.load_cert_chain(certfile=config["ssl_certfile"], keyfile=config.get("ssl_keyfile"),
                             password=config.get("ssl_password"))
     if config.get("ssl_crlfile"):
-        ctx.load_verify_locations(crl=config["ssl_crlfile"])  # type: ignore[call-arg]
+        ctx.load_verify_locations(config["ssl_crlfile"])  # a PEM file: OpenSSL takes its CRLs as kafka-python does
         ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     return ctx
 
@@ -176,21 +179,23 @@ class FetchConnection:
             if left <= 0:
                 self.close()
                 raise kafka.errors.KafkaTimeoutError(f"no answer from broker {self.node_id} in time")
-            n = self._guarded(lambda left=left, got=got: self._recv_into(view[got:], left))
+            n = self._guarded(functools.partial(self._recv_into, view[got:], left))
             if n == 0:
                 self.close()
                 raise kafka.errors.KafkaConnectionError(f"broker {self.node_id} closed the connection")
             got += n
 
     def _send(self, data: bytes) -> None:
+        assert self._socket is not None  # opened by the constructor, before any request
         self._socket.settimeout(self._send_timeout_s)  # not what the last read had left
         self._socket.sendall(data)
 
     def _recv_into(self, view: memoryview, timeout_s: float) -> int:
+        assert self._socket is not None  # opened by the constructor, before any request
         self._socket.settimeout(timeout_s)
         return self._socket.recv_into(view)
 
-    def _guarded(self, step: Any) -> Any:
+    def _guarded(self, step: Callable[[], _T]) -> _T:
         """`step()`, its socket errors as kafka-python's (the connection closed)."""
         import kafka.errors
 

@@ -237,22 +237,8 @@ class Fetcher:
             self._wait(wanted, now, until)
             return {}
         cap = self.max_bytes if budget is None else max(1, min(self.max_bytes, budget))
-        ahead, self._ahead = self._ahead, None
-        try:
-            if ahead is not None and self._usable(ahead, by_leader):
-                pending = ahead.pending
-            else:  # what was read ahead (if anything) is dropped unread: positions moved, partitions came back
-                pending = self._start(by_leader, cap, until)
-            answers, failed = self._info.fetch_results(pending)
-        except KafkaUnavailableError as exc:  # no connection at all (Kafka not reached at start)
-            answers, failed = {}, dict.fromkeys(by_leader, exc)
+        answers = self._answers(by_leader, cap, until)
         now = time.monotonic()
-        for leader, exc in failed.items():
-            self._leader_failed(leader, by_leader.get(leader, {}), exc, now)
-        for leader, offsets in by_leader.items():
-            if leader not in failed and any(tp in answers for tp in offsets):
-                self._backoff.succeeded(("broker", leader))
-                self._failures.succeeded("fetch_request_failed", now, key=(leader,))
         leader_of = {tp: leader for leader, offsets in by_leader.items() for tp in offsets}
         out: dict[Partition, Fetched] = {}
         fetched = 0
@@ -261,27 +247,49 @@ class Fetcher:
             if offset is None:  # read ahead for a partition this round does not want: dropped unread
                 continue
             fetched += len(part.records or b"")
-            if part.error_code:
-                self._fetch_error(tp, offset, part.error_code, leader_of.get(tp))
-                continue
-            self._backoff.succeeded(tp)
-            self._failures.succeeded("fetch_partition_failed", now, key=tp)
-            aborted = [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or ())]
-            try:
-                records = decode_stored(part.records or b"", offset, aborted)
-            except ValueError as exc:
-                raise TranscoderError(f"{tp[0]} [{tp[1]}] {exc}: stored data transcoder cannot read",
-                                      topic=tp[0], partition=tp[1], offset=offset) from None
-            end = part.last_stable_offset if part.last_stable_offset >= 0 else part.high_watermark
-            if tp in self.positions:  # not revoked meanwhile
-                if len(records):  # to the end of the next request's order (below)
-                    del self.positions[tp]
-                self.positions[tp] = records.next_offset
-            out[tp] = Fetched(records, end)
+            taken = self._take(tp, part, offset, leader_of.get(tp), now)
+            if taken is not None:
+                out[tp] = taken
         left = cap - fetched
         if self.read_ahead and left >= min(cap, self.partition_max_bytes):
             self._read_ahead(left, skip, until)
         return out
+
+    def _answers(self, by_leader: Mapping[int, Mapping[Partition, int]], cap: int, until: float | None
+                 ) -> dict[Partition, Any]:
+        """This round's answers by partition (from the read-ahead where usable); each leader's Fetch noted: failed
+        (backed off, counted) or answered (its back-off and failure log cleared)."""
+        ahead, self._ahead = self._ahead, None
+        try:
+            if ahead is not None and _usable(ahead, by_leader):
+                pending = ahead.pending
+            else:  # what was read ahead (if anything) is dropped unread: positions moved, partitions came back
+                pending = self._start(by_leader, cap, until)
+            answers, failed = self._info.fetch_results(pending)
+        except KafkaUnavailableError as exc:  # no connection at all (Kafka not reached at start)
+            answers, failed = {}, dict.fromkeys(by_leader, exc)
+        now = time.monotonic()
+        for leader, error in failed.items():
+            self._leader_failed(leader, by_leader.get(leader, {}), error, now)
+        for leader, offsets in by_leader.items():
+            if leader not in failed and any(tp in answers for tp in offsets):
+                self._backoff.succeeded(("broker", leader))
+                self._failures.succeeded("fetch_request_failed", now, key=(leader,))
+        return answers
+
+    def _take(self, tp: Partition, part: Any, offset: int, leader: int | None, now: float) -> Fetched | None:
+        """A partition's records, its position moved past them; None where it answered an error (`_fetch_error`)."""
+        if part.error_code:
+            self._fetch_error(tp, offset, part.error_code, leader)
+            return None
+        self._backoff.succeeded(tp)
+        self._failures.succeeded("fetch_partition_failed", now, key=tp)
+        records, end = _decoded(tp, part, offset)
+        if tp in self.positions:  # not revoked meanwhile
+            if len(records):  # to the end of the next request's order (below)
+                del self.positions[tp]
+            self.positions[tp] = records.next_offset
+        return Fetched(records, end)
 
     def _ask_leaders(self, topics: set[str], now: float) -> None:
         """The leaders of `topics`' partitions, asked of Kafka (every connection's broker list follows the answer:
@@ -342,12 +350,6 @@ class Fetcher:
         return self._info.fetch_start(by_leader, max_bytes=cap,
                                       partition_max_bytes=min(self.partition_max_bytes, cap),
                                       max_wait_ms=wait_ms, min_bytes=self.min_bytes)
-
-    @staticmethod
-    def _usable(ahead: _Ahead, by_leader: Mapping[int, Mapping[Partition, int]]) -> bool:
-        """The Fetches read ahead answer this round: they ask for every partition it would ask for, each from the
-        same offset (a partition they hold and it does not want is left unread)."""
-        return all(ahead.offsets.get(tp) == off for offsets in by_leader.values() for tp, off in offsets.items())
 
     def _read_ahead(self, budget: int, skip: Collection[Partition], until: float | None) -> None:
         """The next round's Fetches, sent now: from the positions just moved, at most `budget` bytes, for the
@@ -410,6 +412,24 @@ class Fetcher:
     def close(self) -> None:
         self._ahead = None
         self._info.close()
+
+
+def _usable(ahead: _Ahead, by_leader: Mapping[int, Mapping[Partition, int]]) -> bool:
+    """The Fetches read ahead answer this round: they ask for every partition it would ask for, each from the
+    same offset (a partition they hold and it does not want is left unread)."""
+    return all(ahead.offsets.get(tp) == off for offsets in by_leader.values() for tp, off in offsets.items())
+
+
+def _decoded(tp: Partition, part: Any, offset: int) -> tuple[Any, int]:
+    """A partition's answer fetched from `offset`: its records, decoded, and the end a consumer reading committed
+    records sees (the last stable offset, else the high watermark)."""
+    aborted = [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or ())]
+    try:
+        records = decode_stored(part.records or b"", offset, aborted)
+    except ValueError as exc:
+        raise TranscoderError(f"{tp[0]} [{tp[1]}] {exc}: stored data transcoder cannot read",
+                              topic=tp[0], partition=tp[1], offset=offset) from None
+    return records, part.last_stable_offset if part.last_stable_offset >= 0 else part.high_watermark
 
 
 def show_partitions(offsets: Iterable[Partition]) -> str:

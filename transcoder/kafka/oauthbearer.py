@@ -52,8 +52,8 @@ class UnsecuredJwtConfig:
 
 def parse_unsecured_jwt_config(text: str) -> UnsecuredJwtConfig:
     """librdkafka's rules; ConfigError naming the key at fault, never quoting a value (the config is a secret)."""
-    single = {"principal": None, "principalClaimName": None, "scope": None, "scopeClaimName": None,
-              "lifeSeconds": None}
+    single: dict[str, str | None] = {"principal": None, "principalClaimName": None, "scope": None,
+                                     "scopeClaimName": None, "lifeSeconds": None}
     extensions: dict[str, str] = {}
     for part in text.split():
         key, sep, value = part.partition("=")
@@ -62,10 +62,7 @@ def parse_unsecured_jwt_config(text: str) -> UnsecuredJwtConfig:
                               "scope=, scopeClaimName=, lifeSeconds=, extension_NAME=)")
         if key.startswith("extension_"):
             name = key[len("extension_"):]
-            if not _EXTENSION_NAME.fullmatch(name) or name == "auth":
-                raise ConfigError(f"{_PROP}: extension name {name!r} is not letters only (nor 'auth')")
-            if not _EXTENSION_VALUE.fullmatch(value):
-                raise ConfigError(f"{_PROP}: extension_{name} is empty or holds characters RFC 7628 forbids")
+            _check_extension(name, value)
             extensions[name] = value
             continue
         if key not in single:
@@ -80,18 +77,30 @@ def parse_unsecured_jwt_config(text: str) -> UnsecuredJwtConfig:
         single[key] = value
     if single["principal"] is None:
         raise ConfigError(f"{_PROP}: no principal=<value> (enable.sasl.oauthbearer.unsecure.jwt needs one)")
-    life = DEFAULT_LIFE_SECONDS
-    if single["lifeSeconds"] is not None:
-        if not re.fullmatch(r"[+-]?[0-9]+", single["lifeSeconds"]):
-            raise ConfigError(f"{_PROP}: lifeSeconds is not a whole number")
-        life = int(single["lifeSeconds"])
-        if not 0 < life <= MAX_LIFE_SECONDS:
-            raise ConfigError(f"{_PROP}: lifeSeconds must be 1..{MAX_LIFE_SECONDS}")
+    life = _life_seconds(single["lifeSeconds"])
     scope = tuple(dict.fromkeys(s for s in (single["scope"] or "").split(",") if s))  # no empties, no repeats
     return UnsecuredJwtConfig(principal=single["principal"],
                               principal_claim=single["principalClaimName"] or DEFAULT_PRINCIPAL_CLAIM,
                               scope=scope, scope_claim=single["scopeClaimName"] or DEFAULT_SCOPE_CLAIM,
                               life_seconds=life, extensions=extensions)
+
+
+def _check_extension(name: str, value: str) -> None:
+    if not _EXTENSION_NAME.fullmatch(name) or name == "auth":
+        raise ConfigError(f"{_PROP}: extension name {name!r} is not letters only (nor 'auth')")
+    if not _EXTENSION_VALUE.fullmatch(value):
+        raise ConfigError(f"{_PROP}: extension_{name} is empty or holds characters RFC 7628 forbids")
+
+
+def _life_seconds(given: str | None) -> int:
+    if given is None:
+        return DEFAULT_LIFE_SECONDS
+    if not re.fullmatch(r"[+-]?[0-9]+", given):
+        raise ConfigError(f"{_PROP}: lifeSeconds is not a whole number")
+    life = int(given)
+    if not 0 < life <= MAX_LIFE_SECONDS:
+        raise ConfigError(f"{_PROP}: lifeSeconds must be 1..{MAX_LIFE_SECONDS}")
+    return life
 
 
 def _b64url(raw: bytes) -> str:
@@ -120,7 +129,7 @@ def check_oauthbearer(librdkafka: Mapping[str, Any]) -> UnsecuredJwtConfig:
     if str(librdkafka.get("enable.sasl.oauthbearer.unsecure.jwt", "false")).lower() not in ("true", "1"):
         raise ConfigError("sasl.mechanism=OAUTHBEARER needs enable.sasl.oauthbearer.unsecure.jwt=true with "
                           "sasl.oauthbearer.config=principal=<name> (transcoder takes no token callback)")
-    value = librdkafka.get(_PROP)
+    value: object = librdkafka.get(_PROP)
     value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
     return parse_unsecured_jwt_config(str(value or ""))
 
@@ -130,7 +139,7 @@ def token_provider(config: UnsecuredJwtConfig, clock: Any = time.time) -> Any:
     made again once REFRESH_AT of its life has passed; each token is given to the redactor before it is sent."""
     from kafka.net.sasl.oauth import AbstractTokenProvider
 
-    class UnsecuredJwtProvider(AbstractTokenProvider):
+    class UnsecuredJwtProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-python has no types: Any
         def __init__(self) -> None:
             super().__init__()
             self._lock = threading.Lock()

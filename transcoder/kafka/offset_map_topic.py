@@ -156,7 +156,7 @@ class OffsetMapRecorder:
                 produce(self.topic, json.dumps({"errors_total": n, "last_error_ms": last, "at_ms": at}).encode(),
                         f"{HEALTH_PREFIX}{dest}".encode(), on_delivery=self._delivered)
             self._health_at = now + _HEALTH_EVERY_S
-        left = self._producer.flush(timeout)
+        left: int = self._producer.flush(timeout)
         if self._failed:
             why, self._failed = self._failed[0], []
             raise DeliveryError(f"the offset map could not be written to {self.topic}: {why}; no source offset "
@@ -223,27 +223,42 @@ def read(config: Config, destination_topic: str, *, timeout: float = 60.0
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=min(timeout, 15))
             if high <= low:
                 continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            deadline = time.monotonic() + timeout
-            pos = low
-            while pos < high:
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailableError(f"reading offset-map topic {topic} [{p}] stalled at offset {pos} "
-                                                f"of {high}", topic=topic, partition=p, offset=pos)
-                for m in consumer.consume(10_000, timeout=1.0):
-                    err = m.error()
-                    if err is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
-                            raise KafkaUnavailableError(f"reading offset-map topic {topic}: {err.str()}",
-                                                        topic=topic, partition=p)
-                        pos = max(pos, m.offset())  # the end: compaction may have left the last offsets empty
-                        continue
-                    k = m.key() or b""
-                    latest[k] = m.value()
-                    where[k] = m.offset()
-                    pos = m.offset() + 1
+            _read_partition(consumer, topic, p, low, high, timeout, latest, where)
     finally:
         consumer.close()
+    return _decoded(latest, where, topic, destination_topic)
+
+
+def _read_partition(consumer: Consumer, topic: str, p: int, low: int, high: int, timeout: float,
+                    latest: dict[bytes, bytes | None], where: dict[bytes, int]) -> None:
+    """Partition `p` of the map topic read from `low` to `high`: each key's latest value into `latest`, its
+    offset into `where`."""
+    consumer.assign([TopicPartition(topic, p, low)])
+    deadline = time.monotonic() + timeout
+    pos = low
+    while pos < high:
+        if time.monotonic() > deadline:
+            raise KafkaUnavailableError(f"reading offset-map topic {topic} [{p}] stalled at offset {pos} "
+                                        f"of {high}", topic=topic, partition=p, offset=pos)
+        for m in consumer.consume(10_000, timeout=1.0):
+            err = m.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                raise KafkaUnavailableError(f"reading offset-map topic {topic}: {err.str()}",
+                                            topic=topic, partition=p)
+            offset = m.offset()
+            assert offset is not None  # a record's, or the end's: only other errors come without one
+            if err is not None:
+                pos = max(pos, offset)  # the end: compaction may have left the last offsets empty
+                continue
+            k = m.key() or b""
+            latest[k] = m.value()
+            where[k] = offset
+            pos = offset + 1
+
+
+def _decoded(latest: dict[bytes, bytes | None], where: dict[bytes, int], topic: str, destination_topic: str
+             ) -> tuple[dict[int, PartitionMap], LaneHealth | None]:
+    """`destination_topic`'s partition maps and lane health from the map topic's latest values."""
     entries = []
     health = None
     prefix = f"{destination_topic}/".encode()

@@ -23,7 +23,7 @@ from transcoder.kafka.admin import (
 from transcoder.kafka.clients import check_properties, connect_admin
 from transcoder.kafka.protocol import RawClient
 from transcoder.pipeline import routes
-from transcoder.pipeline.routes import Plan
+from transcoder.pipeline.routes import Plan, Target
 
 log = structlog.get_logger("transcoder.provisioning")
 
@@ -276,65 +276,76 @@ def preflight(src: AdminClient, dst: AdminClient, plan: Plan, *, dlq_topic: str 
     dest_topics = plan.destination_topics()
     existing = {n: describe(dst, n) for n in dest_topics}
     dst_cfg = describe_configs(dst, [n for n, s in existing.items() if s is not None])
-    destinations = []
     warnings: list[dict[str, object]] = []
-    for name, (source, target) in dest_topics.items():
-        d = target.destination
-        want_parts = sources[source].partitions
-        cfg = src_cfg[source]
-        create = destination_configs(cfg.effective, cfg.explicit, broker_defaults)
-        shape = existing[name]
-        if broker is not None:
-            fmt = (broker.message_format if shape is None else
-                   dst_cfg[name].effective.get("message.format.version", broker.message_format))
-            problem = format_problem(name, d.codec, fmt, broker.inter_broker_protocol)
-            if problem:
-                problems.append(problem)
-        if shape is None:
-            destinations.append(DestinationTopic(name, source, target.name, d.label, want_parts, False, create,
-                                                 create["compression.type"]))
-            continue
-        have = dst_cfg[name].effective
-        ctype = have.get("compression.type", "producer")
-        if shape.partitions != want_parts:
-            problems.append(f"destination {name} has {shape.partitions} partitions but its source {source} has "
-                            f"{want_parts}: records of partition p must land in p; delete it or name another topic")
-        if broker_recompresses(ctype, d.codec) and not d.allow_broker_recompression:
-            problems.append(
-                f"destination {name} has compression.type={ctype}, so the broker would recompress every "
-                f"{d.codec} batch: set it with `kafka-configs --alter --entity-type topics --entity-name {name} "
-                f"--add-config compression.type=producer`, or set allow_broker_recompression: true")
-        src_max = int(cfg.effective.get("max.message.bytes", "0"))
-        dst_max = int(have.get("max.message.bytes", "0"))
-        if dst_max < src_max:
-            problems.append(f"destination {name} has max.message.bytes={dst_max}, smaller than its source's "
-                            f"{src_max}: records the source accepted would be refused")
-        problem = timestamp_type_problem(f"destination {name}", have)
-        if problem:
-            problems.append(problem)
-        warnings += tighter_limits(name, have, source, cfg.effective)
-        destinations.append(DestinationTopic(name, source, target.name, d.label, shape.partitions, True, {}, ctype))
-
-    dlq = None
-    if dlq_topic:
-        shape = describe(dst, dlq_topic)
-        biggest = max((int(c.effective.get("max.message.bytes", "1048588")) for c in src_cfg.values()), default=0)
-        loosest = loosest_limits(src_cfg)
-        if shape is not None:
-            have = describe_configs(dst, [dlq_topic])[dlq_topic].effective
-            for problem in (dlq_size_problem(dlq_topic, have, src_cfg),
-                            timestamp_type_problem(f"dead-letter topic {dlq_topic}", have)):
-                if problem:
-                    problems.append(problem)
-            warnings += tighter_limits(dlq_topic, have, ", ".join(sorted(src_cfg)), loosest.effective)
-        create = destination_configs(loosest.effective, loosest.explicit, broker_defaults)
-        dlq = DestinationTopic(dlq_topic, "", "dlq", "zstd", shape.partitions if shape else 1, shape is not None,
-                               {**create, "max.message.bytes": str(max(biggest, 1048588))}, "producer")
+    destinations = [_destination(name, source, target, sources[source], src_cfg[source], existing[name],
+                                 None if existing[name] is None else dst_cfg[name], broker, broker_defaults,
+                                 problems, warnings)
+                    for name, (source, target) in dest_topics.items()]
+    dlq = _dlq(dst, dlq_topic, src_cfg, broker_defaults, problems, warnings) if dlq_topic else None
     if problems:
         raise TopicError("; ".join(problems))
     for fields in warnings:  # a refusal is one line: warnings only when nothing is refused
         log.warning("destination_timestamp_limit_tighter", **fields)
     return Provision(sources=sources, destinations=destinations, dlq=dlq)
+
+
+def _destination(name: str, source: str, target: Target, source_shape: TopicShape, source_cfg: TopicConfigs,
+                 shape: TopicShape | None, have: TopicConfigs | None, broker: BrokerFormat | None,
+                 broker_defaults: Mapping[str, str] | None, problems: list[str],
+                 warnings: list[dict[str, object]]) -> DestinationTopic:
+    """Destination topic `name` (`shape` and `have`: its shape and configs, None where it does not exist) of
+    `source`: what provisioning does for it; its problems added to `problems`, its tighter limits to `warnings`."""
+    d = target.destination
+    want_parts = source_shape.partitions
+    create = destination_configs(source_cfg.effective, source_cfg.explicit, broker_defaults)
+    if broker is not None:
+        fmt = (broker.message_format if have is None else
+               have.effective.get("message.format.version", broker.message_format))
+        problem = format_problem(name, d.codec, fmt, broker.inter_broker_protocol)
+        if problem:
+            problems.append(problem)
+    if shape is None or have is None:  # both None, or neither
+        return DestinationTopic(name, source, target.name, d.label, want_parts, False, create,
+                                create["compression.type"])
+    ctype = have.effective.get("compression.type", "producer")
+    if shape.partitions != want_parts:
+        problems.append(f"destination {name} has {shape.partitions} partitions but its source {source} has "
+                        f"{want_parts}: records of partition p must land in p; delete it or name another topic")
+    if broker_recompresses(ctype, d.codec) and not d.allow_broker_recompression:
+        problems.append(
+            f"destination {name} has compression.type={ctype}, so the broker would recompress every "
+            f"{d.codec} batch: set it with `kafka-configs --alter --entity-type topics --entity-name {name} "
+            f"--add-config compression.type=producer`, or set allow_broker_recompression: true")
+    src_max = int(source_cfg.effective.get("max.message.bytes", "0"))
+    dst_max = int(have.effective.get("max.message.bytes", "0"))
+    if dst_max < src_max:
+        problems.append(f"destination {name} has max.message.bytes={dst_max}, smaller than its source's "
+                        f"{src_max}: records the source accepted would be refused")
+    problem = timestamp_type_problem(f"destination {name}", have.effective)
+    if problem:
+        problems.append(problem)
+    warnings += tighter_limits(name, have.effective, source, source_cfg.effective)
+    return DestinationTopic(name, source, target.name, d.label, shape.partitions, True, {}, ctype)
+
+
+def _dlq(dst: AdminClient, dlq_topic: str, src_cfg: Mapping[str, TopicConfigs],
+         broker_defaults: Mapping[str, str] | None, problems: list[str],
+         warnings: list[dict[str, object]]) -> DestinationTopic:
+    """The dead-letter topic: what provisioning does for it; its problems added to `problems`, its tighter limits
+    to `warnings`."""
+    shape = describe(dst, dlq_topic)
+    biggest = max((int(c.effective.get("max.message.bytes", "1048588")) for c in src_cfg.values()), default=0)
+    loosest = loosest_limits(src_cfg)
+    if shape is not None:
+        have = describe_configs(dst, [dlq_topic])[dlq_topic].effective
+        for problem in (dlq_size_problem(dlq_topic, have, src_cfg),
+                        timestamp_type_problem(f"dead-letter topic {dlq_topic}", have)):
+            if problem:
+                problems.append(problem)
+        warnings += tighter_limits(dlq_topic, have, ", ".join(sorted(src_cfg)), loosest.effective)
+    create = destination_configs(loosest.effective, loosest.explicit, broker_defaults)
+    return DestinationTopic(dlq_topic, "", "dlq", "zstd", shape.partitions if shape else 1, shape is not None,
+                            {**create, "max.message.bytes": str(max(biggest, 1048588))}, "producer")
 
 
 def create_missing(dst: AdminClient, provision: Provision) -> list[str]:

@@ -18,7 +18,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sized
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,7 +171,7 @@ class KafkaErrors:
 KAFKA_ERRORS = KafkaErrors()
 
 
-def in_flight_summary(pending: Mapping[tuple[str, int], Iterable[tuple[int, ...]] | Sized],
+def in_flight_summary(pending: Mapping[tuple[str, int], Iterable[tuple[int, ...]]],
                       errors: Mapping[tuple[str, int], LastError], *, limit: int = 8) -> str:
     """Where records wait for an acknowledgement, and why as far as Kafka said: per destination partition with
     records in flight (most first, at most `limit`), its records and its last error with the broker that answered
@@ -179,7 +179,7 @@ def in_flight_summary(pending: Mapping[tuple[str, int], Iterable[tuple[int, ...]
     ledger's, destination partition -> entries: one record (offset, size) or a run (first, last, records, size)."""
     waiting = []
     for tp, entries in pending.items():
-        n = sum(e[2] if len(e) == 4 else 1 for e in entries)  # type: ignore[union-attr]
+        n = sum(e[2] if len(e) == 4 else 1 for e in entries)
         if n:
             waiting.append((n, tp))
     waiting.sort(key=lambda x: (-x[0], x[1]))

@@ -229,14 +229,14 @@ def render(copy: list[Family], migration: list[Family], rules: list[AlertRule], 
     lines += ["## Alert rules", "",
               f"`deploy/monitoring/{ALERTS}`, for Prometheus' `rule_files`.", ""]
     for rule in rules:
-        named = dict.fromkeys(family_of[s] for s in series_in(rule.expr, family_of))
+        read = dict.fromkeys(family_of[s] for s in series_in(rule.expr, family_of))
         labels = ", ".join(f"{k} `{v}`" for k, v in rule.labels.items()) or "none"
         fires = (f"fires once its expression has held for `{rule.wait}`" if rule.wait
                  else "fires at the first evaluation its expression holds (no `for`)")
         lines += [f"### {rule.name}", "", f"Labels: {labels}; {fires}.", "",
                   "```promql", rule.expr, "```", "",
                   f"Summary: {_text(rule.summary)}", "", f"Description: {_text(rule.description)}", "",
-                  f"Metrics: {', '.join(f'[`{n}`](#{n})' for n in named)}", ""]
+                  f"Metrics: {', '.join(f'[`{n}`](#{n})' for n in read)}", ""]
 
     lines += ["## Dashboard panels", "",
               f"`deploy/monitoring/{DASHBOARD}`, the Grafana dashboard “{_text(dashboard_title)}”: its panels and "

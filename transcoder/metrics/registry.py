@@ -21,7 +21,7 @@ from prometheus_client import (
     Gauge,
     generate_latest,
 )
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from transcoder.kafka.retries import KAFKA_ERRORS, KafkaErrors
@@ -134,7 +134,7 @@ class _CpuCollector(Collector):
     def __init__(self, cpu: Callable[[], dict[tuple[str, str], float]], records: Callable[[], dict[str, int]]) -> None:
         self.cpu, self.records = cpu, records
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         seconds = self.cpu()
@@ -160,7 +160,7 @@ class _KafkaErrorsCollector(Collector):
     def __init__(self, tally: KafkaErrors) -> None:
         self.tally = tally
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily
 
         fam = CounterMetricFamily(

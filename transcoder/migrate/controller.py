@@ -200,11 +200,12 @@ class Controller:
                     m = c.poll(1.0)
                     if m is None:
                         continue
-                    if m.error() is not None:
-                        if m.error().code() == KafkaError._PARTITION_EOF:
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
                             found = None
                             continue
-                        raise MigrationError(f"reading {topic} [{p}]: {m.error().str()}", topic=topic, partition=p)
+                        raise MigrationError(f"reading {topic} [{p}]: {err.str()}", topic=topic, partition=p)
                     found = m.offset()
                 out[p] = found
         finally:

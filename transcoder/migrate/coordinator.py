@@ -92,7 +92,7 @@ def _assignment(raw: Any) -> dict[str, tuple[int, ...]]:
 
     try:
         decoded = ConsumerProtocolAssignment.decode(raw) if isinstance(raw, bytes | bytearray) else raw
-    except Exception:  # not the consumer protocol (Connect, a stream app): no partitions to name
+    except Exception:  # noqa: BLE001 - not the consumer protocol (Connect, a stream app): no partitions to name
         return {}
     out: dict[str, tuple[int, ...]] = {}
     for tp in getattr(decoded, "assigned_partitions", None) or []:

@@ -272,13 +272,15 @@ class StateStore:
     def _take(self, m: Message, high: int, latest: dict[str, tuple[bytes | None, int, int]]) -> int:
         """Fold one message into `latest`; the offset read up to."""
         err = m.error()
+        offset = m.offset()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
-                return m.offset()  # the end: compaction may have left the last offsets empty
+                assert offset is not None  # an end of partition names its offset
+                return offset  # the end: compaction may have left the last offsets empty
             raise KafkaUnavailableError(f"migration {self.migration}: reading state topic {self.topic}: "
                                         f"{err.str()}", topic=self.topic, partition=0, kafka_error=err.name(),
                                         retriable=retriable(err))
-        offset = m.offset()
+        assert offset is not None  # a record's
         if offset >= high:  # written after the read started: the next read sees it
             return offset
         key = (m.key() or b"").decode("utf-8", errors="replace")
@@ -329,7 +331,9 @@ class StateStore:
                     if err is not None:
                         failed.append((key, err))
                     else:
-                        offsets[key] = msg.offset()
+                        offset = msg.offset()
+                        assert offset is not None  # an acknowledged record's
+                        offsets[key] = offset
                 return cb
 
             for key, payload in payloads.items():

@@ -24,7 +24,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import structlog
 from confluent_kafka import (
@@ -185,6 +185,7 @@ class _Reader:
                         # The end: the offsets below it that were not delivered do not exist. An end below hi
                         # may be old (seen before this read, held): it stands only if it is the end now.
                         e = m.offset()
+                        assert e is not None  # an end of partition names its offset
                         if e < hi and self.watermarks(partition)[1] > e:
                             continue
                         self._held.extend(batch[i + 1:])
@@ -206,6 +207,7 @@ class _Reader:
                 if m.partition() != partition:
                     continue
                 o = m.offset()
+                assert o is not None  # a record's
                 if o < pos:
                     continue
                 if o >= hi:
@@ -268,7 +270,16 @@ def planned(pmap: PartitionMap | None, start: int | None, end: int | None, low: 
 
 def summarize(m: Message) -> Summary:
     ts_type, ts = m.timestamp()
-    return Summary.of(m.key(), m.value(), m.headers(), None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+    # a consumed record's headers are (name, bytes or None) pairs; confluent-kafka's type is a producer's
+    headers = cast("list[tuple[str, bytes | None]] | None", m.headers())
+    return Summary.of(m.key(), m.value(), headers, None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+
+
+def _offset(m: Message) -> int:
+    """A record's offset (confluent-kafka types it optional, for errors, which `read` does not yield)."""
+    offset = m.offset()
+    assert offset is not None
+    return offset
 
 
 class _LowWatermark:
@@ -414,12 +425,12 @@ class Verifier:
         lo = begin
         while lo < stop:
             hi = min(lo + self.range_records, stop)
-            source = {m.offset(): summarize(m) for m in self.source.read(partition, lo, hi)}
+            source = {_offset(m): summarize(m) for m in self.source.read(partition, lo, hi)}
             copies = index.copies(lo, hi)
             dest: dict[int, Summary] = {}
             for a, b in merged((r.dest, r.dest_end) for r in copies):
                 for m in self.dest.read(partition, a, b):
-                    dest[m.offset()] = summarize(m)
+                    dest[_offset(m)] = summarize(m)
             for g in gaps[bisect.bisect_left(gap_at, lo):bisect.bisect_left(gap_at, hi)]:
                 totals["unmapped_in_destination"] += sum(1 for _ in self.dest.read(partition, g[0], g[1]))
             src_low.reset()
@@ -445,7 +456,11 @@ class Verifier:
             through = lost[0]
         if mismatch is None and named is not None:  # the new topic's copies are equal; the old topic's are not
             mismatch = replace(named, source_offset=max(through, begin))
-        return PartitionResult(partition, begin, max(through, begin), max(stop, begin), mismatch=mismatch, **totals)
+        return PartitionResult(partition, begin, max(through, begin), max(stop, begin), ranges=totals["ranges"],
+                               compared=totals["compared"], duplicates=totals["duplicates"],
+                               cleaned_in_source=totals["cleaned_in_source"],
+                               cleaned_in_destination=totals["cleaned_in_destination"],
+                               unmapped_in_destination=totals["unmapped_in_destination"], mismatch=mismatch)
 
     @staticmethod
     def _lost(partition: int, lost: tuple[int, int]) -> Mismatch:

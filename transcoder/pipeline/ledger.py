@@ -9,7 +9,7 @@ acknowledgement pops its head.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from transcoder.pipeline.partitions import Partition
 
@@ -30,7 +30,7 @@ class Ledger:
         self.held: dict[Partition, dict[int, int]] = {}
         self.in_flight_bytes = 0
 
-    def sent(self, produced: Mapping[Partition, list[tuple[int, ...]]], nbytes: int) -> None:
+    def sent(self, produced: Mapping[Partition, Sequence[tuple[int, ...]]], nbytes: int) -> None:
         """Records produced, per destination partition in produce order: (source offset, size) each, or (source
         offset, size, timestamp) where a failed report must name the timestamp (`acked_failed`).
 
@@ -68,7 +68,7 @@ class Ledger:
             q = pending.get(dest)
             if q is None:
                 q = pending[dest] = deque()
-            q.append(run)  # type: ignore[arg-type]
+            q.append(run)
             self.in_flight_bytes += run[3]
 
     def acked_through(self, dest_topic: str, partition: int, last: int, records: int) -> int:
@@ -79,14 +79,14 @@ class Ledger:
         first = q[0][0]
         left = records
         while left:
-            r_first, r_last, r_n, r_size = q[0]  # type: ignore[misc]
+            r_first, r_last, r_n, r_size = q[0]
             if r_n <= left:
                 q.popleft()
                 self.in_flight_bytes -= r_size
                 left -= r_n
                 continue
             done = r_size * left // r_n
-            q[0] = (last + 1, r_last, r_n - left, r_size - done)  # type: ignore[assignment]
+            q[0] = (last + 1, r_last, r_n - left, r_size - done)
             self.in_flight_bytes -= done
             break
         return first

@@ -386,6 +386,7 @@ def replaced_source(pmap: PartitionMap | None, topic_id_now: str | None) -> Repl
     id now is unknown. None: nothing mapped, or the same topic (a copy that stopped before its first commit)."""
     if pmap is None:
         return None
+    mapped: tuple[int, int] | None
     if pmap.runs:
         assert pmap.source_start is not None and pmap.source_end is not None
         recorded, mapped, at = pmap.source_id, (pmap.source_start, pmap.source_end), pmap.source_end

@@ -116,29 +116,53 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
     targets: list[Target] = []
     skipped: list[Skipped] = []
     for i, route in enumerate(config.routes):
-        if route.source is not None:
-            sources: tuple[str, ...] = (route.source,)
-        else:
-            rx = re.compile(route.source_pattern or "")
-            matched = [t for t in existing if rx.fullmatch(t)]
-            passed = {t: why for t in matched if (why := _passed_over(config, t, written)) is not None}
-            skipped += [Skipped(i, t, why) for t, why in passed.items()]
-            sources = tuple(t for t in matched if t not in passed)
-            if not sources:
-                raise ConfigError(f"routes.{i}.source_pattern {route.source_pattern!r} matches no topic"
-                                  + (f" it may copy ({len(passed)} passed over: {_listed(passed)})" if passed else ""))
+        sources = _sources(config, i, route, existing, written, skipped)
         for j, dest in enumerate(route.destinations):
-            for s in sources:
-                why = reserved.role(config, s)
-                if why is not None:
-                    raise ConfigError(f"routes.{i}.source: " + reserved.refusal("source", s, why))
-                why = reserved.role(config, dest.topic_for(s))
-                if why is not None:
-                    at = f"routes.{i}.destinations.{j}" + (".topic" if dest.topic is not None else "")
-                    copying = f" (copying {s})" if route.source is None else ""
-                    raise ConfigError(f"{at}: " + reserved.refusal("destination", dest.topic_for(s), why) + copying)
+            _refuse_reserved(config, i, j, route, dest, sources)
             targets.append(Target(name=_target_name(i, route, dest), destination=dest, sources=sources))
+    _check_targets(targets)
 
+    lanes: tuple[LaneSpec, ...]
+    if config.lanes == "shared":
+        lanes = (LaneSpec(name="shared", group_id=config.group_id, targets=tuple(targets)),)
+    else:
+        lanes = tuple(LaneSpec(name=t.name, group_id=f"{config.group_id}.{t.name}", targets=(t,)) for t in targets)
+    return Plan(lanes=lanes, skipped=tuple(skipped))
+
+
+def _sources(config: Config, i: int, route: Route, existing: list[str], written: set[str],
+             skipped: list[Skipped]) -> tuple[str, ...]:
+    """Route `i`'s sources: its literal one, or the existing topics its pattern matches and may copy (those passed
+    over are added to `skipped`). ConfigError when a pattern leaves none."""
+    if route.source is not None:
+        return (route.source,)
+    rx = re.compile(route.source_pattern or "")
+    matched = [t for t in existing if rx.fullmatch(t)]
+    passed = {t: why for t in matched if (why := _passed_over(config, t, written)) is not None}
+    skipped += [Skipped(i, t, why) for t, why in passed.items()]
+    sources = tuple(t for t in matched if t not in passed)
+    if not sources:
+        raise ConfigError(f"routes.{i}.source_pattern {route.source_pattern!r} matches no topic"
+                          + (f" it may copy ({len(passed)} passed over: {_listed(passed)})" if passed else ""))
+    return sources
+
+
+def _refuse_reserved(config: Config, i: int, j: int, route: Route, dest: Destination,
+                     sources: tuple[str, ...]) -> None:
+    """ConfigError when route `i` reads a reserved topic, or its destination `j` writes one."""
+    for s in sources:
+        why = reserved.role(config, s)
+        if why is not None:
+            raise ConfigError(f"routes.{i}.source: " + reserved.refusal("source", s, why))
+        why = reserved.role(config, dest.topic_for(s))
+        if why is not None:
+            at = f"routes.{i}.destinations.{j}" + (".topic" if dest.topic is not None else "")
+            copying = f" (copying {s})" if route.source is None else ""
+            raise ConfigError(f"{at}: " + reserved.refusal("destination", dest.topic_for(s), why) + copying)
+
+
+def _check_targets(targets: list[Target]) -> None:
+    """ConfigError when a destination is its own source or written twice, two share a name, or a copy loops."""
     dest_of: dict[str, str] = {}
     for t in targets:
         for s in t.sources:
@@ -156,12 +180,6 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
     loops = sorted(all_sources & set(dest_of))
     if loops:
         raise ConfigError(f"topic {loops[0]} is both a source and a destination: the copy would loop")
-
-    if config.lanes == "shared":
-        lanes = (LaneSpec(name="shared", group_id=config.group_id, targets=tuple(targets)),)
-    else:
-        lanes = tuple(LaneSpec(name=t.name, group_id=f"{config.group_id}.{t.name}", targets=(t,)) for t in targets)
-    return Plan(lanes=lanes, skipped=tuple(skipped))
 
 
 def _listed(passed: dict[str, str], most: int = 3) -> str:

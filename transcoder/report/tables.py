@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported when a table is drawn, not with the module
+    from rich.table import Table
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ def markdown_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
-def rich_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, text_columns: int) -> object:
+def rich_rows(headers: tuple[str, ...], rows: list[tuple[str, ...]], title: str, text_columns: int) -> Table:
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
@@ -152,11 +156,11 @@ def candidate_sentence(candidate: str, candidate_ratio: float, candidate_compres
 def candidate_sentences(doc: dict | None) -> tuple[str, ...]:
     """The sentences of one destination's `candidates` section of /status (none before its first sample)."""
     cur = (doc or {}).get("current")
-    if not cur:
+    if not doc or not cur:
         return ()
     return tuple(candidate_sentence(c["label"], c.get("ratio"), c.get("compress_cpu_s_per_1m"), cur["codec"],
                                     cur.get("ratio"), cur.get("compress_cpu_s_per_1m"))
-                 for c in doc.get("candidates", []))  # type: ignore[union-attr]
+                 for c in doc.get("candidates", []))
 
 
 def _sample_note(doc: dict | None) -> str | None:

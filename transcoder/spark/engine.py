@@ -389,7 +389,7 @@ class SparkEngine(Served):
         """Executor CPU of each lane's tasks (JVM: reading Kafka, Arrow), from Spark's status REST API."""
         context = self.spark.sparkContext if self.spark is not None else None
         url = context.uiWebUrl if context is not None else None
-        if not url:
+        if context is None or not url:
             return
         api = f"{url}/api/v1/applications/{context.applicationId}"
         try:

@@ -254,8 +254,9 @@ def _partials(rows: list[Any], cells: Sequence[Cell], expected: set[int] | None,
     for row in rows:
         fields = row.asDict()
         partition = fields.pop("partition")
-        partial = Partial(**{name: tuple(v) if isinstance(v := fields[name], list) else v
-                             for name, _ in _PARTIAL_COLUMNS})
+        values: dict[str, Any] = {name: tuple(v) if isinstance(v := fields[name], list) else v
+                                  for name, _ in _PARTIAL_COLUMNS}
+        partial = Partial(**values)
         counts = seen.setdefault(partition, {})
         counts[partial.key] = counts.get(partial.key, 0) + 1
         partials.append(partial)

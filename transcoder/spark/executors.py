@@ -47,7 +47,7 @@ def probe(_: Any) -> Any:
         import transcoder  # noqa: F401
 
         versions = tuple((d, worker_metadata.version(d)) for d in ("transcoder", "transcoder-native"))
-    except Exception as exc:  # ImportError, a broken native module, missing metadata: reported, not raised
+    except Exception as exc:  # noqa: BLE001 - ImportError, a broken native module, no metadata: reported, not raised
         yield (*head, (), f"{type(exc).__name__}: {exc}")
         return
     yield (*head, versions, None)
@@ -83,7 +83,7 @@ def check(spark: Any) -> str | None:
     pyspark.cloudpickle.register_pickle_by_value(module)  # the executors may lack transcoder: the probe travels whole
     try:
         rows = context.parallelize(range(tasks), tasks).mapPartitions(probe).collect()
-    except Exception as exc:  # py4j/pyspark: a worker that could not start (another Python, none at all)
+    except Exception as exc:  # noqa: BLE001 - py4j/pyspark: a worker that could not start (another Python, none)
         return f"the executors cannot run transcoder's Python tasks: {session.java_failure(exc)}; {SHIP_HINT}"
     finally:
         pyspark.cloudpickle.unregister_pickle_by_value(module)

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import import_module, metadata
 from pathlib import Path
+from typing import Literal
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -36,7 +37,7 @@ PROVIDED_BY_SPARK = frozenset({"pyspark", "py4j"})
 #: the name the archive is unpacked under (the `#` part of spark.archives)
 ALIAS = "transcoder-env"
 #: archive formats Spark unpacks, by suffix, with tarfile's mode
-FORMATS = {".tar.gz": "w:gz", ".tgz": "w:gz", ".tar": "w"}
+FORMATS: dict[str, Literal["w:gz", "w"]] = {".tar.gz": "w:gz", ".tgz": "w:gz", ".tar": "w"}
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def _installed_files(dist: metadata.Distribution) -> Iterator[tuple[Path, str]]:
         rel = str(f)
         if rel.startswith("..") or "__pycache__" in Path(rel).parts:
             continue  # scripts and data outside site-packages; byte-code is written again on the executors
-        yield Path(dist.locate_file(f)), rel
+        yield Path(str(dist.locate_file(f))), rel
 
 
 def _metadata_file(dist: metadata.Distribution) -> tuple[str, bytes]:

@@ -231,10 +231,11 @@ def java_failure(exc: BaseException) -> str:
     partition src-0')."""
     java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
     lines: list[str] = []
-    if java is None and getattr(exc, "_cause", None) is not None:  # a query's StreamingQueryException
+    cause = getattr(exc, "_cause", None)
+    if java is None and cause is not None:  # a query's StreamingQueryException
         desc = (str(getattr(exc, "_desc", "") or "").strip().splitlines() or [""])[0]
         lines = [desc] if desc else []
-        java = getattr(exc._cause, "_origin", None)
+        java = getattr(cause, "_origin", None)
     try:
         while java is not None and len(lines) < 10:
             message = java.getMessage()

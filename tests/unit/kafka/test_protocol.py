@@ -135,7 +135,7 @@ class _Awaited:
 
     def __await__(self):
         return self.value
-        yield  # noqa: B901 - a generator: awaitable
+        yield  # a generator: awaitable
 
 
 class _Cluster:

@@ -88,7 +88,7 @@ def generate(kind: str, *, seed: int = 0, keys: bool = True, headers: bool = Fal
 def _check_parameters(seed: int, start_ms: int, events_per_second: float) -> None:
     # ValueError, not TypeError, for a wrong type as well: generate() documents one error for every bad parameter.
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, not {seed!r}")  # noqa: TRY004
+        raise ValueError(f"seed must be an int, not {seed!r}")
     if isinstance(start_ms, bool) or not isinstance(start_ms, int) or start_ms < 0:
         raise ValueError(f"start_ms must be a non-negative int (epoch milliseconds), not {start_ms!r}")
     if (isinstance(events_per_second, bool) or not isinstance(events_per_second, (int, float))

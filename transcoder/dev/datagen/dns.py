@@ -64,7 +64,7 @@ _ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 def _pod_clients(pool: random.Random) -> Distribution[tuple[str, bytes]]:
     """The resolvers' clients, (IP, IP as the key): 1,800 pods and the nodes, Zipf-skewed."""
-    pods = []
+    pods: list[tuple[str, bytes]] = []
     seen: set[str] = set()
     while len(pods) < 1800:
         ip = f"10.244.{pool.randrange(0, 24)}.{pool.randrange(2, 255)}"

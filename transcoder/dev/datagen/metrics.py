@@ -30,7 +30,7 @@ class _Walk:
         """The next value: pulled towards mu, jittered by up to sigma, kept within [lo, hi]."""
         v = self.v + self.theta * (self.mu - self.v) + self.sigma * (rnd() + rnd() - 1.0)
         # Not min(): a call costs ~0.1 µs a step, and every metrics record takes several steps.
-        v = self.lo if v < self.lo else self.hi if v > self.hi else v  # noqa: FURB136
+        v = self.lo if v < self.lo else self.hi if v > self.hi else v
         self.v = v
         return v
 
