@@ -77,7 +77,7 @@ class Service(Served):
         return prepare(self.config, create=create)
 
     def preflight(self, prepared: Prepared) -> list[str]:
-        """Nothing of its own to check beyond `prepare`: the lanes' clients are the ones prepare spoke through."""
+        """`validate`: the service has nothing of its own to check beyond `prepare`."""
         return []
 
     def _side_thread(self, name: str, run: Callable[[threading.Event], None]) -> threading.Thread:

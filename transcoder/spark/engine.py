@@ -102,7 +102,7 @@ class SparkEngine(Served):
     """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession (the engine
     contract, transcoder.engine.contract.Engine)."""
 
-    #: a query stops with its session, which run() stops on the way out: no lane is left waiting on Kafka
+    #: never set: run() stops every query (and a session it built) before it returns, leaving no lane behind
     abandoned = False
 
     def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:

@@ -15,7 +15,7 @@ RAW = {"cluster": {"bootstrap_servers": "k:9092"}, "routes": [{"source": "a", "d
        "metrics": {"port": 0}}
 
 
-def test_the_cli_offers_the_registrys_engines_and_loads_none_of_them_for_help():
+def test_the_cli_offers_the_registrys_engines_and_loads_none_of_them_for_help() -> None:
     code = ("import sys; from transcoder.cli import main; "
             "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'transcoder.spark', "
             "'transcoder.service'))))")
@@ -25,7 +25,7 @@ def test_the_cli_offers_the_registrys_engines_and_loads_none_of_them_for_help():
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
-def test_each_engine_is_built_from_the_config_with_the_contracts_surface(name):
+def test_each_engine_is_built_from_the_config_with_the_contracts_surface(name: str) -> None:
     engine = ENGINES[name].build(config.parse(RAW, environ={}), None)
     assert engine.config.routes[0].source == "a"
     assert list(engine.lanes) == [] and engine.abandoned is False
@@ -34,7 +34,7 @@ def test_each_engine_is_built_from_the_config_with_the_contracts_surface(name):
     assert engine.serve() is None  # metrics.port 0: no endpoints
 
 
-def test_only_spark_takes_a_master_and_it_lands_in_the_config():
+def test_only_spark_takes_a_master_and_it_lands_in_the_config() -> None:
     assert [n for n, e in ENGINES.items() if e.takes_master] == ["spark"]
     engine = ENGINES["spark"].build(config.parse(RAW, environ={}), "local[2]")
     assert engine.config.spark.master == "local[2]"
