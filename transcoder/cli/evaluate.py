@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
+from transcoder.engines import MEASURERS, MeasurerEntry, Measuring, choices_help
 from transcoder.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transcoder.evaluate.grid import Producer
 
 FORMATS = ("table", "markdown", "json", "csv")
 #: With --engine spark and --topic, the driver reads this many records of each partition (the topic's facts:
@@ -70,6 +75,7 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
         # files carry no timestamps: the records get one, a millisecond apart (as a steady producer would)
         recs = [(r.key, r.value, r.headers, 1_767_225_600_000 + i) for i, r in enumerate(islice(source, count))]
         return sampling.from_records(f"file {file}", recs, partition_count)
+    assert kind is not None  # exactly one input was given, and neither topic nor file
     gen = seeding.generated(kind, seed_value=seed_value, keys=keys, headers=headers, start_ms=1_767_225_600_000,
                             events_per_second=2000.0)
     return sampling.from_records(f"--kind {kind}",
@@ -114,8 +120,8 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
               help="The destination's max.message.bytes (default: the sampled topic's).")
 @click.option("--repeats", type=click.IntRange(1, 50), default=3, show_default=True,
               help="Timed repeats per cell (the median is reported).")
-@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-              help="local: in this process; spark: partitions spread over Spark executors.")
+@click.option("--engine", type=click.Choice(list(MEASURERS)), default=next(iter(MEASURERS)), show_default=True,
+              help=choices_help(MEASURERS))
 @click.option("--master", default="local[*]", show_default=True, help="Spark master for --engine spark.")
 @click.option("--rate", type=float, help="Records/s the topic receives (default: read from the sampled topic).")
 @click.option("--retention-ms", type=int, help="The topic's retention.ms (default: the sampled topic's, else 7 days).")
@@ -154,10 +160,13 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     cluster = None
     if topic is not None:
         cluster = {"bootstrap.servers": bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}
+    measurer = MEASURERS[engine]
+    how = Measuring(repeats=repeats, max_records=max_records, master=master)
     plan = None
-    if topic is not None and engine == "spark":  # the executors read the sample; the driver reads its heads
+    if topic is not None and measurer.measure_topic is not None:  # its workers read the sample; here, its heads
         from transcoder.evaluate import sample as sampling
 
+        assert cluster is not None
         plan = sampling.plan_topic(cluster, topic, partitions=_partitions(partitions),
                                    records=_records(records, since, until),
                                    since=since, until=until)
@@ -173,7 +182,8 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     limit = max_message_bytes or (facts.max_message_bytes if facts else None)
     sizes = grid.batch_sizes(_sizes(batch_sizes) or grid.DEFAULT_BATCH_SIZES, max_message_bytes=limit,
                              explicit=batch_sizes is not None)
-    cells = grid.grid(chosen, sizes, ("librdkafka", "java") if producer == "both" else (producer,))
+    rules: tuple[Producer, ...] = ("librdkafka", "java") if producer == "both" else (cast("Producer", producer),)
+    cells = grid.grid(chosen, sizes, rules)
     current = _current(current_spec, current_batch_size, facts, sizes)
     if current is not None and current not in cells:
         cells.append(current)
@@ -184,13 +194,11 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
         fanout=fanout, cpu_budget=cpu_budget, min_ratio=min_ratio)
     workload.check()
 
-    if plan is not None:
-        from transcoder.spark.evaluate import measure_topic_on_spark
-
-        results = measure_topic_on_spark(plan, cells, repeats=repeats, max_records=max_records, master=master)
+    if plan is not None and measurer.measure_topic is not None:
+        results = measurer.measure_topic(plan, cells, how)
         sample.offsets = {p: (s, e - 1) for p, (s, e) in plan.ranges.items()}
     else:
-        results = _measure(engine, master, sample, cells, repeats, max_records)
+        results = _measure(measurer, how, sample, cells)
     by_cell = dict(zip(cells, results, strict=True))
     limits = recommend.Limits.of((r for rs in sample.partitions.values() for r in rs), limit)
     advice = recommend.recommend(results, workload, current=by_cell.get(current) if current else None,
@@ -245,19 +253,16 @@ def _current(spec: str | None, batch: int | None, facts: Any, sizes: list[int]) 
     return grid.Cell(setting, size)
 
 
-def _measure(engine: str, master: str, sample: Any, cells: list[Any], repeats: int, max_records: int) -> list[Any]:
-    if engine == "spark":
-        from transcoder.spark.evaluate import measure_on_spark
-
-        return measure_on_spark(sample.partitions, cells, repeats=repeats, max_records=max_records, master=master)
+def _measure(measurer: MeasurerEntry, how: Measuring, sample: Any, cells: list[Any]) -> list[Any]:
+    """The grid measured on the sample by the chosen engine, with a progress bar on a terminal if it reports one."""
+    if not measurer.reports_progress:
+        return measurer.measure(sample.partitions, cells, how)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from transcoder.evaluate.measure import measure_sample
 
     with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True,
                   disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task("evaluate", total=len(cells) * len(sample.partitions))
-        return measure_sample(sample.partitions, cells, repeats=repeats, max_records=max_records,
-                              progress=lambda: bar.advance(task))
+        return measurer.measure(sample.partitions, cells,
+                                dataclasses.replace(how, progress=lambda: bar.advance(task)))

@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from transcoder import logs
 from transcoder.cli.main import main
+from transcoder.engines import ENGINES, choices_help
 from transcoder.errors import TranscoderError
 
+if TYPE_CHECKING:
+    from transcoder.config import Config
+    from transcoder.engine import Engine
+    from transcoder.kafka.provisioning import Prepared
 
-def _load_config(path: Path) -> Any:
+
+def _load_config(path: Path) -> Config:
     from transcoder import config as cfg
 
     return cfg.load(path)
 
 
-def _print_plan(prepared: Any, conf: Any) -> None:
+def _print_plan(prepared: Prepared, conf: Config) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -47,29 +53,20 @@ def _print_plan(prepared: Any, conf: Any) -> None:
         console.print(f"routes.{skipped.route}.source_pattern passes over {skipped.topic}: {skipped.why}")
 
 
-ENGINE = click.option("--engine", type=click.Choice(["service", "spark"]), default="service", show_default=True,
-                      envvar="TRANSCODER_ENGINE",
-                      help="service: this process, a thread per lane; spark: one streaming query per lane on Spark "
-                           "(the config's spark: section).")
+ENGINE = click.option("--engine", type=click.Choice(list(ENGINES)), default=next(iter(ENGINES)), show_default=True,
+                      envvar="TRANSCODER_ENGINE", help=choices_help(ENGINES))
 MASTER = click.option("--master", default=None,
                       help="Spark master URL for --engine spark (overrides spark.master; under spark-submit, "
                            "spark-submit's own --master applies).")
 
 
-def _engine(conf: Any, engine: str, master: str | None) -> Any:
-    if engine == "spark":
-        from transcoder.spark.engine import SparkEngine
-
-        if master is not None:
-            from transcoder import config as cfg
-
-            conf = cfg.with_spark_master(conf, master)
-        return SparkEngine(conf)
-    if master is not None:
-        raise click.UsageError("--master applies to --engine spark only")
-    from transcoder.service.runner import Service
-
-    return Service(conf)
+def _engine(conf: Config, engine: str, master: str | None) -> Engine:
+    """The engine named by --engine, built from the config (transcoder.engines)."""
+    entry = ENGINES[engine]
+    if master is not None and not entry.takes_master:
+        takers = " or ".join(name for name, e in ENGINES.items() if e.takes_master)
+        raise click.UsageError(f"--master applies to --engine {takers} only")
+    return entry.build(conf, master)
 
 
 @main.command()
@@ -86,15 +83,8 @@ def validate(config_path: Path, engine: str, master: str | None) -> None:
     runner = _engine(conf, engine, master)
     prepared = runner.prepare(create=False)
     _print_plan(prepared, runner.config)
-    if engine == "spark":
-        locations = runner.check_checkpoints(prepared, claim=False)
-        s = runner.config.spark
-        click.echo(f"spark: master {s.master}, trigger "
-                   f"{f'every {s.trigger_interval_ms} ms' if s.trigger_interval_ms else 'continuous micro-batches'}, "
-                   f"max_offsets_per_trigger {s.max_offsets_per_trigger or 'unbounded'}")
-        for lane, location in locations.items():
-            click.echo(f"checkpoint of lane {lane}: {location}")
-        runner.session().stop()
+    for line in runner.preflight(prepared):
+        click.echo(line)
     click.echo("ok: every pre-flight check passed")
 
 
@@ -138,11 +128,11 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
     try:
         service.run(until_caught_up=until_caught_up)
     except TranscoderError as exc:
-        if getattr(service, "abandoned", False):  # a failed lane's stop did not return (lane_stop_stuck)
+        if service.abandoned:  # a failed lane's stop did not return (lane_stop_stuck)
             _exit_now(exc.exit_code, logs.redact(f"transcoder: error: {exc}"))
         raise
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
-    if getattr(service, "abandoned", False):
+    if service.abandoned:
         _exit_now(0)
 
 

@@ -2,6 +2,6 @@
 
 `registry` declares every metric (the only importer of prometheus_client); `cpu` the CPU of each thread;
 `broker_figures` polls the brokers (disk bytes, records, recompression); `status` builds health, readiness and
-/status from lane snapshots; `endpoints` is the HTTP server of /metrics, /healthz, /readyz and /status; `served`
-is what an engine serves on it. May import: transcoder.kafka and below.
+/status from lane snapshots; `endpoints` is the HTTP server of /metrics, /healthz, /readyz and /status (what an
+engine serves on it: transcoder.engine.served). May import: transcoder.kafka and below.
 """

@@ -1,7 +1,7 @@
 """The HTTP endpoints of a running instance: /metrics, /healthz, /readyz and /status (JSON), served from a thread.
 
 The server knows no metric: what each path answers comes from the callables it is given (the /metrics body from the
-registry's `exposition`, health, readiness and /status from the engine; see metrics.served).
+registry's `exposition`, health, readiness and /status from the engine; see transcoder.engine.served).
 """
 
 from __future__ import annotations

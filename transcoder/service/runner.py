@@ -12,6 +12,7 @@ from collections.abc import Callable
 import structlog
 
 from transcoder.config import Config
+from transcoder.engine import Served
 from transcoder.errors import ConfigError, TranscoderError
 from transcoder.evaluate.live_scoring import Scorer
 from transcoder.kafka.admin import end_offsets
@@ -21,7 +22,6 @@ from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.endpoints import Endpoints
 from transcoder.metrics.registry import Metrics, MigrationMetrics
-from transcoder.metrics.served import Served
 from transcoder.service.heap import HeapTrim
 from transcoder.service.lane import Lane
 from transcoder.service.verifying import ContinuousVerification
@@ -40,6 +40,9 @@ SHUTDOWN_MARGIN_S = 5.0
 
 
 class Service(Served):
+    """`transcoder run` (--engine service): the config's lanes in this process, a thread per lane (the engine
+    contract, transcoder.engine.contract.Engine)."""
+
     def __init__(self, config: Config, *, metrics: Metrics | None = None) -> None:
         if config.guarantee == "exactly-once" and config.destination_cluster is not None:
             raise ConfigError("guarantee exactly-once needs the destinations on the source cluster (no "
@@ -72,6 +75,10 @@ class Service(Served):
     def prepare(self, *, create: bool) -> Prepared:
         """Every pre-flight check; with `create`, also create missing destination topics."""
         return prepare(self.config, create=create)
+
+    def preflight(self, prepared: Prepared) -> list[str]:
+        """`validate`: the service has nothing of its own to check beyond `prepare`."""
+        return []
 
     def _side_thread(self, name: str, run: Callable[[threading.Event], None]) -> threading.Thread:
         """A daemon thread beside the lanes, its CPU under `name` (not any lane's); it stops with them."""

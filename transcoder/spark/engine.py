@@ -22,6 +22,7 @@ import structlog
 
 from transcoder import errors
 from transcoder.config import Config
+from transcoder.engine import Served
 from transcoder.errors import ConfigError, TranscoderError
 from transcoder.evaluate.live_scoring import Scorer
 from transcoder.evaluate.live_windows import Sampler
@@ -30,7 +31,6 @@ from transcoder.kafka.provisioning import Prepared, prepare
 from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.endpoints import Endpoints
 from transcoder.metrics.registry import LaneMetrics, Metrics
-from transcoder.metrics.served import Served
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import LaneSpec
@@ -99,7 +99,11 @@ class SparkLane:
 
 
 class SparkEngine(Served):
-    """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession."""
+    """`transcoder run --engine spark`: the config's lanes as streaming queries in one SparkSession (the engine
+    contract, transcoder.engine.contract.Engine)."""
+
+    #: never set: run() stops every query (and a session it built) before it returns, leaving no lane behind
+    abandoned = False
 
     def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:
         refused = exactly_once.refusal(config) or ranges.refusal(config)
@@ -165,6 +169,18 @@ class SparkEngine(Served):
                     raise ConfigError(problem)
             out[spec.name] = location
         return out
+
+    def preflight(self, prepared: Prepared) -> list[str]:
+        """`validate`: Spark starts (the Kafka connector resolved, the executors able to run transcoder) and each
+        lane's checkpoint, if there is one, was written for this config; the session is stopped again."""
+        locations = self.check_checkpoints(prepared, claim=False)
+        s = self.config.spark
+        lines = [f"spark: master {s.master}, trigger "
+                 f"{f'every {s.trigger_interval_ms} ms' if s.trigger_interval_ms else 'continuous micro-batches'}, "
+                 f"max_offsets_per_trigger {s.max_offsets_per_trigger or 'unbounded'}"]
+        lines += [f"checkpoint of lane {lane}: {location}" for lane, location in locations.items()]
+        self.session().stop()
+        return lines
 
     # ------------------------------------------------------------------ running
     def run(self, *, until_caught_up: bool = False) -> Prepared:

@@ -1,14 +1,19 @@
 """What an engine (the service, the Spark engine) serves on its endpoints: health, readiness and /status from its
-lanes' snapshots, /metrics from its registry, and the broker figures poller that feeds both."""
+lanes' snapshots, /metrics from its registry, and the broker figures poller that feeds both (the `serve`, `status`,
+`healthy` and `ready` of the engine contract, transcoder.engine.contract)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 import structlog
 
+from transcoder.config import Config
+from transcoder.engine.contract import EngineLane
+from transcoder.evaluate.live_scoring import Scorer
 from transcoder.kafka.provisioning import Prepared
 from transcoder.metrics import status as status_doc
 from transcoder.metrics.broker_figures import BrokerFigures
@@ -26,13 +31,13 @@ class Served:
     `snapshot()` is /status's candidate figures), and defines `cpu_by_lane`.
     """
 
-    config: Any
+    config: Config
     metrics: Metrics
-    lanes: list[Any]
+    lanes: Sequence[EngineLane]
     brokers: BrokerFigures | None
     endpoints: Endpoints | None
     stop_event: threading.Event
-    scorer: Any = None
+    scorer: Scorer | None = None
 
     def lanes_done(self) -> bool:
         return bool(self.lanes) and all(ln.status.state in ("caught-up", "stopped", "failed") for ln in self.lanes)
