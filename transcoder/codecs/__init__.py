@@ -15,6 +15,7 @@ from transcoder.codecs.framing import (
 )
 from transcoder.codecs.names import (
     ATTRIBUTE_ID,
+    BUILT_HERE,
     CODEC_OF_ID,
     CODECS,
     LEVELS,
@@ -40,9 +41,8 @@ from transcoder.codecs.stored import (
     stored_from_columns,
 )
 
-__all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL", "TABLE",
-           "ZSTD_MIN_PRODUCE_VERSION", "Codec", "CodecRow", "broker_recompresses", "built_here", "check_level",
-           "compress", "is_codec",
-           "decompress", "encode_batch", "encode_batches", "encode_record", "records_section",
+__all__ = ["ATTRIBUTE_ID", "BATCH_OVERHEAD", "BUILT_HERE", "CODECS", "CODEC_OF_ID", "LEVELS", "LIBRDKAFKA_MAX_LEVEL",
+           "TABLE", "ZSTD_MIN_PRODUCE_VERSION", "Codec", "CodecRow", "broker_recompresses", "built_here", "check_level",
+           "compress", "decompress", "encode_batch", "encode_batches", "encode_record", "is_codec", "records_section",
            "stored_recompressed", "Rebatcher", "Section", "StoredRecords", "decode_stored", "restamp", "seal_sections",
            "stored_from_columns", "POOL_THREAD_PREFIX", "pool_cpu_by_thread"]

@@ -66,9 +66,15 @@ LEVELS: dict[Codec, tuple[int, int] | None] = {c: r.levels for c, r in TABLE.ite
 LIBRDKAFKA_MAX_LEVEL: int = transcoder_native.LIBRDKAFKA_MAX_LEVEL
 
 
+#: The levels of each codec above librdkafka's cap (zstd 13..22): batches transcoder builds itself.
+BUILT_HERE: dict[Codec, tuple[int, int]] = {
+    c: (LIBRDKAFKA_MAX_LEVEL + 1, b[1]) for c, b in LEVELS.items() if b is not None and b[1] > LIBRDKAFKA_MAX_LEVEL}
+
+
 def built_here(codec: Codec, level: int | None) -> bool:
     """True when batches of this codec and level are built by transcoder, not librdkafka."""
-    return level is not None and level > LIBRDKAFKA_MAX_LEVEL
+    bounds = BUILT_HERE.get(codec)
+    return bounds is not None and level is not None and level >= bounds[0]
 
 
 #: Produce request version that first allowed zstd (Kafka 2.1, KIP-110).

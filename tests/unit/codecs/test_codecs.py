@@ -9,6 +9,7 @@ import transcoder_native
 
 from transcoder.codecs import (
     ATTRIBUTE_ID,
+    BUILT_HERE,
     CODEC_OF_ID,
     CODECS,
     LEVELS,
@@ -43,6 +44,7 @@ def test_the_table_rows():
         (None,), tuple(range(1, 10)), (None,), (None, 3, 6, 9, 12), tuple(range(1, 23))]
     assert CODEC_OF_ID == {i: c for c, i in ATTRIBUTE_ID.items()}
     assert LIBRDKAFKA_MAX_LEVEL == 12
+    assert BUILT_HERE == {"zstd": (13, 22)}
 
 
 @pytest.mark.parametrize("codec", CODECS)
