@@ -51,7 +51,7 @@ def _row(row: Mapping[str, Any]) -> CodecRow:
 
 
 #: Every codec's row, in Kafka's id order.
-TABLE: dict[Codec, CodecRow] = {(row := _row(r)).name: row for r in transcoder_native.codec_table()}
+TABLE: dict[Codec, CodecRow] = {row.name: row for row in map(_row, transcoder_native.codec_table())}
 CODECS: tuple[Codec, ...] = tuple(TABLE)
 
 #: The low three bits of a v2 record batch's attributes (Kafka's CompressionType ids).
