@@ -23,6 +23,7 @@ import transcoder_native as native
 
 from bench.copiers import codec_level
 from bench.run import Dataset
+from transcoder.codecs import CODECS
 from transcoder.config import Batch
 from transcoder.dev.datagen.stream import Record
 from transcoder.errors import TranscoderError
@@ -58,7 +59,7 @@ def seal_cpu(secs: list[Any], codec: str, level: int | None) -> tuple[float, int
 @click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Your own data: one record per line (or NDJSON), as `transcoder seed --from-file` reads it.")
 @click.option("--records", default=300_000, show_default=True, type=click.IntRange(min=1))
-@click.option("--codecs", default="none,gzip,snappy,lz4,zstd", show_default=True)
+@click.option("--codecs", default=",".join(CODECS), show_default=True)
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
               help="Each codec timed this many times: the fastest counts.")
 def main(kind: str, from_file: Path | None, records: int, codecs: str, repeat: int) -> None:

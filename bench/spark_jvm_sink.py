@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench.copiers import descendants, process_cpu
+from transcoder.codecs import CODECS, LEVELS
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA_SOURCE = ROOT / "bench" / "java" / "TimestampFromHeaderInterceptor.java"
@@ -63,9 +64,10 @@ JAVA_RELEASE = "17"
 NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME = 0, 1, 2
 _TIMESTAMP_TYPES = {NOT_AVAILABLE: "none", CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime"}
 
-#: Codecs the Java client compresses with, and whether they take a level (KIP-390, kafka-clients 3.8+:
-#: gzip 1..9, lz4 1..17 (9, the default, is lz4-java's fast compressor; others its HC one), zstd -131072..22).
-JVM_CODECS = {"none": False, "gzip": True, "snappy": False, "lz4": True, "zstd": True}
+#: Codecs the Java client compresses with (every codec of the table), and whether they take a level (KIP-390,
+#: kafka-clients 3.8+: gzip 1..9, lz4 1..17 (9, the default, is lz4-java's fast compressor; others its HC one),
+#: zstd -131072..22).
+JVM_CODECS = {c: LEVELS[c] is not None for c in CODECS}
 
 #: The generator's default timeline start, 2026-01-01T00:00:00Z: timestamps far from any copy's wall clock.
 DEFAULT_START = "2026-01-01T00:00:00+00:00"

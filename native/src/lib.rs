@@ -13,66 +13,16 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+pub use codec::{Codec, LIBRDKAFKA_MAX_LEVEL, ZSTD_MIN_LEVEL};
+
+pub mod codec;
 pub mod stored;
 mod pool_cpu;
 mod stored_py;
 
-/// libzstd's lowest (fastest) level, ZSTD_minCLevel(): -(1 << 17).
-pub const ZSTD_MIN_LEVEL: i32 = -(1 << 17);
-
 /// Bytes of a v2 batch outside its records section.
 pub const BATCH_OVERHEAD: usize = 61;
 const MAGIC: u8 = 2;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Codec {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
-
-impl Codec {
-    pub fn parse(name: &str) -> Result<Codec, String> {
-        match name {
-            "none" => Ok(Codec::None),
-            "gzip" => Ok(Codec::Gzip),
-            "snappy" => Ok(Codec::Snappy),
-            "lz4" => Ok(Codec::Lz4),
-            "zstd" => Ok(Codec::Zstd),
-            other => Err(format!("unknown codec '{other}'")),
-        }
-    }
-
-    /// The batch attribute bits naming the codec.
-    pub fn attribute(self) -> i16 {
-        match self {
-            Codec::None => 0,
-            Codec::Gzip => 1,
-            Codec::Snappy => 2,
-            Codec::Lz4 => 3,
-            Codec::Zstd => 4,
-        }
-    }
-
-    /// The level used when none is given, and the levels accepted (Kafka's and librdkafka's).
-    fn level(self, level: Option<i32>) -> Result<i32, String> {
-        let (default, lo, hi) = match self {
-            Codec::None | Codec::Snappy => return Ok(0),
-            Codec::Gzip => (6, 0, 9),
-            Codec::Lz4 => (0, 0, 12),
-            // zstd's fast levels are negative (zstd --fast=N is level -N), down to libzstd's ZSTD_minCLevel();
-            // Kafka's compression.zstd.level takes the same range (Kafka 3.8+, KIP-390). 0 is libzstd's default.
-            Codec::Zstd => (3, ZSTD_MIN_LEVEL, 22),
-        };
-        let l = level.unwrap_or(default);
-        if l < lo || l > hi {
-            return Err(format!("{self:?} level {l} is outside {lo}..{hi}").to_lowercase());
-        }
-        Ok(l)
-    }
-}
 
 /// Compress a batch's records section for `codec` at `level` (already checked).
 pub fn compress(codec: Codec, level: i32, data: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -380,6 +330,9 @@ fn transcoder_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_record, m)?)?;
     m.add_function(wrap_pyfunction!(compress_section, m)?)?;
     m.add("BATCH_OVERHEAD", BATCH_OVERHEAD)?;
+    m.add_function(wrap_pyfunction!(codec::codec_table, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::decompress_section, m)?)?;
+    m.add("LIBRDKAFKA_MAX_LEVEL", LIBRDKAFKA_MAX_LEVEL)?;
     stored_py::register(m)?;
     Ok(())
 }

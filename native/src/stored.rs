@@ -104,9 +104,12 @@ fn walk_tail(b: &[u8], pos: &mut usize) -> Option<usize> {
 
 /// Decompress a records section (or a legacy wrapper's value) stored with `codec`.
 pub fn decompress(codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
-    match codec {
-        0 => Ok(data.to_vec()),
-        1 => {
+    let Some(c) = Codec::from_attribute(codec) else {
+        return Err(format!("unknown compression codec id {codec}"));
+    };
+    match c {
+        Codec::None => Ok(data.to_vec()),
+        Codec::Gzip => {
             // One gzip member, as every Kafka client writes; its trailer holds the size.
             if data.len() < 18 {
                 return Err("gzip data too short".into());
@@ -118,14 +121,13 @@ pub fn decompress(codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
             out.truncate(n);
             Ok(out)
         }
-        2 => unsnappy(data),
-        3 => {
+        Codec::Snappy => unsnappy(data),
+        Codec::Lz4 => {
             let mut out = Vec::with_capacity(data.len() * 4);
             lz4::Decoder::new(data).and_then(|mut d| d.read_to_end(&mut out)).map_err(|e| format!("lz4: {e}"))?;
             Ok(out)
         }
-        4 => zstd::stream::decode_all(data).map_err(|e| format!("zstd: {e}")),
-        other => Err(format!("unknown compression codec id {other}")),
+        Codec::Zstd => zstd::stream::decode_all(data).map_err(|e| format!("zstd: {e}")),
     }
 }
 

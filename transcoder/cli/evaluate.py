@@ -13,6 +13,7 @@ import click
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
 from transcoder.engines import MEASURERS, MeasurerEntry, Measuring, choices_help
 from transcoder.errors import ConfigError
+from transcoder.evaluate.grid import default_codecs_text
 
 if TYPE_CHECKING:
     from transcoder.evaluate.grid import Producer
@@ -106,8 +107,7 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
 @click.option("--keys/--no-keys", default=True, show_default=True, help="Generated records keyed.")
 @click.option("--headers/--no-headers", default=False, show_default=True, help="Generated records with headers.")
 @click.option("--codecs", "codec_specs", multiple=True, metavar="CODEC[:LEVELS]",
-              help="A codec with its levels, e.g. zstd:1,3,19 (repeatable; default: none, gzip 1-9, snappy, "
-                   "lz4, zstd 1-22).")
+              help=f"A codec with its levels, e.g. zstd:1,3,19 (repeatable; default: {default_codecs_text()}).")
 @click.option("--batch-sizes", help="Batch sizes (batch.size / max_bytes), e.g. 64KiB,1MiB "
                                     "(default 16KiB,64KiB,256KiB,1MiB,4MiB within max.message.bytes).")
 @click.option("--max-records", type=int, default=100_000, show_default=True,

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
+from transcoder.codecs import CODECS
 from transcoder.errors import ConfigError
 
 
@@ -49,7 +50,7 @@ def _start_ms(value: str | None) -> int | None:
 @click.option("--seed", "seed_value", type=int, default=0, show_default=True, help="Generator seed.")
 @click.option("--start", help="Generator timeline start, ISO-8601 (default: so that it ends about now).")
 @click.option("--compression", default="none", show_default=True,
-              type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), help="Codec for the seeding producer.")
+              type=click.Choice(CODECS), help="Codec for the seeding producer.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
               hidden=True, help="State dir of the local broker to use when no bootstrap is given.")
 def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind: str | None,

@@ -1,36 +1,81 @@
 """Pure: Kafka's compression codecs by name: attribute ids, the levels transcoder accepts, and which codec a broker
-keeps.
+keeps, all read from native/'s codec table (transcoder_native.codec_table(), where a codec's facts are written once).
 
 The framing of the batches transcoder builds itself is in codecs.framing.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeGuard, get_args
 
+import transcoder_native
+
+#: The codecs for the type checker: the same names as the table's rows (a unit test holds them equal).
 Codec = Literal["none", "gzip", "snappy", "lz4", "zstd"]
-CODECS: tuple[Codec, ...] = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def is_codec(name: str) -> TypeGuard[Codec]:
+    """True when `name` is one of Kafka's codecs (as `compression.type` spells it, lower case)."""
+    return name in get_args(Codec)
+
+
+@dataclass(frozen=True)
+class CodecRow:
+    """One codec's row of native/'s codec table."""
+
+    name: Codec
+    #: Kafka's CompressionType id: the low three bits of a v2 record batch's attributes.
+    attribute: int
+    #: The levels transcoder accepts (a destination's or a candidate's `level`, evaluate's `--codecs`); None: the
+    #: codec has no levels.
+    levels: tuple[int, int] | None
+    #: The level used when none is given; None: the codec has no levels.
+    default_level: int | None
+    #: The lowest fast (negative) level, for a codec that has them (zstd): Java producers take fast_min..-1,
+    #: librdkafka does not. None: no fast levels.
+    fast_min: int | None
+    #: The levels `transcoder evaluate` measures when no --codecs is given (None: the default level).
+    evaluated: tuple[int | None, ...]
+
+
+def _row(row: Mapping[str, Any]) -> CodecRow:
+    name = row["name"]
+    if not is_codec(name):
+        raise ImportError(f"native/'s codec table has {name!r}, which transcoder.codecs.names.Codec does not list")
+    levels = row["levels"]
+    return CodecRow(name=name, attribute=int(row["attribute"]),
+                    levels=None if levels is None else (int(levels[0]), int(levels[1])),
+                    default_level=row["default_level"], fast_min=row["fast_min"], evaluated=tuple(row["evaluated"]))
+
+
+#: Every codec's row, in Kafka's id order.
+TABLE: dict[Codec, CodecRow] = {row.name: row for row in map(_row, transcoder_native.codec_table())}
+CODECS: tuple[Codec, ...] = tuple(TABLE)
 
 #: The low three bits of a v2 record batch's attributes (Kafka's CompressionType ids).
-ATTRIBUTE_ID: dict[Codec, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+ATTRIBUTE_ID: dict[Codec, int] = {c: r.attribute for c, r in TABLE.items()}
+CODEC_OF_ID: dict[int, Codec] = {r.attribute: c for c, r in TABLE.items()}
 
 #: Levels transcoder accepts for each codec. None: the codec has no levels.
-LEVELS: dict[Codec, tuple[int, int] | None] = {
-    "none": None,
-    "gzip": (0, 9),
-    "snappy": None,
-    "lz4": (0, 12),
-    "zstd": (1, 22),
-}
+LEVELS: dict[Codec, tuple[int, int] | None] = {c: r.levels for c, r in TABLE.items()}
 
 #: librdkafka caps `compression.level` at 12 for every codec: zstd 13..22 batches are built by
 #: transcoder itself (codecs.framing's encode_batches, sent by kafka.batch_producer's BatchProducer).
-LIBRDKAFKA_MAX_LEVEL = 12
+LIBRDKAFKA_MAX_LEVEL: int = transcoder_native.LIBRDKAFKA_MAX_LEVEL
+
+
+#: The levels of each codec above librdkafka's cap (zstd 13..22): batches transcoder builds itself.
+BUILT_HERE: dict[Codec, tuple[int, int]] = {
+    c: (LIBRDKAFKA_MAX_LEVEL + 1, b[1]) for c, b in LEVELS.items() if b is not None and b[1] > LIBRDKAFKA_MAX_LEVEL}
 
 
 def built_here(codec: Codec, level: int | None) -> bool:
     """True when batches of this codec and level are built by transcoder, not librdkafka."""
-    return codec == "zstd" and level is not None and level > LIBRDKAFKA_MAX_LEVEL
+    bounds = BUILT_HERE.get(codec)
+    return bounds is not None and level is not None and level >= bounds[0]
+
 
 #: Produce request version that first allowed zstd (Kafka 2.1, KIP-110).
 ZSTD_MIN_PRODUCE_VERSION = 7
@@ -60,9 +105,6 @@ def broker_recompresses(topic_compression_type: str, produced: Codec) -> bool:
     if t == "uncompressed":
         return produced != "none"
     return t != produced
-
-
-CODEC_OF_ID: dict[int, Codec] = {v: k for k, v in ATTRIBUTE_ID.items()}
 
 
 def stored_recompressed(stored_id: int, produced: Codec, topic_compression_type: str) -> bool:

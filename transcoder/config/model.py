@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from transcoder.codecs.names import Codec, built_here, check_level
+from transcoder.codecs.names import BUILT_HERE, Codec, built_here, check_level
 from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, remember, resolve_references
 
 #: Properties transcoder sets itself on every client: a user value would break a guarantee.
@@ -568,9 +568,10 @@ class Config(_Model):
         for route in self.routes if not self.batched else ():
             for d in route.destinations:
                 if built_here(d.codec, d.level):
+                    lo, hi = BUILT_HERE[d.codec]
                     yield (f"guarantee exactly-once: destination {d.label} cannot be transactional "
-                           "record by record: zstd levels 13-22 are batched by transcoder's own producer; "
-                           "use hot_path: batches, a zstd level up to 12, or guarantee: at-least-once")
+                           f"record by record: {d.codec} levels {lo}-{hi} are batched by transcoder's own producer; "
+                           f"use hot_path: batches, a {d.codec} level up to {lo - 1}, or guarantee: at-least-once")
 
     @property
     def target_cluster(self) -> Cluster:

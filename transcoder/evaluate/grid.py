@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
-from transcoder.codecs import LEVELS, Codec, check_level
+from transcoder.codecs import CODECS, TABLE, Codec, CodecRow, check_level, is_codec
 from transcoder.errors import ConfigError
 
 KIB, MIB = 1024, 1024 * 1024
@@ -21,22 +21,15 @@ Producer = Literal["librdkafka", "java"]
 DEFAULT_BATCH_SIZES = (16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB, 4 * MIB)
 
 
-def _all_levels(codec: Codec) -> str:
-    bounds = LEVELS[codec]
-    if bounds is None:
-        return codec
-    lo, hi = bounds
-    return f"{codec}:{','.join(str(n) for n in range(max(lo, 1), hi + 1))}"
+def _default_specs(row: CodecRow) -> list[str]:
+    """A codec's `--codecs` specs for the levels the codec table says evaluate measures by default."""
+    levels = ",".join(str(n) for n in row.evaluated if n is not None)
+    return ([row.name] if None in row.evaluated else []) + ([f"{row.name}:{levels}"] if levels else [])
 
 
-#: Settings measured when no --codecs is given: every codec, every level of gzip and zstd, lz4 at its
-#: default (fast) and at high-compression levels, snappy.
-DEFAULT_CODECS = ("none", _all_levels("gzip"), "snappy", "lz4", "lz4:3,6,9,12", _all_levels("zstd"))
-
-#: zstd's fast (negative) levels: Kafka's Java clients accept them since 3.8 (KIP-390,
-#: compression.zstd.level down to zstd's minimum); librdkafka does not, so transcoder's librdkafka lanes
-#: cannot produce them. evaluate measures them for Java producers.
-ZSTD_MIN_FAST_LEVEL = -131072
+#: Settings measured when no --codecs is given, from the codec table: every codec, every level of gzip and zstd,
+#: lz4 at its default (fast) and at high-compression levels, snappy.
+DEFAULT_CODECS = tuple(spec for row in TABLE.values() for spec in _default_specs(row))
 
 
 @dataclass(frozen=True)
@@ -60,14 +53,33 @@ class Cell:
     producer: Producer = "librdkafka"
 
 
+def _levels_text(levels: Sequence[int]) -> str:
+    contiguous = len(levels) > 2 and list(levels) == list(range(levels[0], levels[-1] + 1))
+    return f"{levels[0]}-{levels[-1]}" if contiguous else ", ".join(map(str, levels))
+
+
+def default_codecs_text() -> str:
+    """What `--codecs` measures when not given, in words (`none, gzip 1-9, ...`), from the codec table."""
+    out: list[str] = []
+    for row in TABLE.values():
+        levels = [n for n in row.evaluated if n is not None]
+        if not levels:
+            out.append(row.name)
+        elif None in row.evaluated:
+            out.append(f"{row.name} (default, {_levels_text(levels)})")
+        else:
+            out.append(f"{row.name} {_levels_text(levels)}")
+    return ", ".join(out)
+
+
 def parse_codec(spec: str, option: str = "--codecs") -> list[Setting]:
     """One `--codecs` value: a codec, optionally with levels (`zstd:1,3,19`). ConfigError naming what is wrong, and
     `option`, the option the spec was given with (`--codecs`, `--current`)."""
     name, sep, levels = spec.strip().partition(":")
     name = name.strip().lower()
-    if name not in get_args(Codec):
-        raise ConfigError(f"{option} {spec!r}: unknown codec {name!r} (one of {', '.join(get_args(Codec))})")
-    codec: Codec = name  # type: ignore[assignment]
+    if not is_codec(name):
+        raise ConfigError(f"{option} {spec!r}: unknown codec {name!r} (one of {', '.join(CODECS)})")
+    codec: Codec = name
     if not sep:
         return [Setting(codec, None)]
     out = []
@@ -77,7 +89,7 @@ def parse_codec(spec: str, option: str = "--codecs") -> list[Setting]:
         except ValueError:
             raise ConfigError(f"{option} {spec!r}: {part.strip()!r} is not a level (an integer)") from None
         try:
-            if not (codec == "zstd" and ZSTD_MIN_FAST_LEVEL <= level < 0):
+            if not _fast(codec, level):
                 check_level(codec, level)
         except ValueError as exc:
             raise ConfigError(f"{option} {spec!r}: {exc}") from None
@@ -85,6 +97,14 @@ def parse_codec(spec: str, option: str = "--codecs") -> list[Setting]:
     if not out:
         raise ConfigError(f"{option} {spec!r}: no levels after ':'")
     return out
+
+
+def _fast(codec: Codec, level: int) -> bool:
+    """A fast (negative) level of a codec that has them (zstd): Kafka's Java clients accept them since 3.8 (KIP-390,
+    compression.zstd.level down to zstd's minimum); librdkafka does not, so transcoder's librdkafka lanes cannot
+    produce them. evaluate measures them for Java producers."""
+    fast_min = TABLE[codec].fast_min
+    return fast_min is not None and fast_min <= level < 0
 
 
 def settings(specs: Iterable[str] = DEFAULT_CODECS) -> list[Setting]:

@@ -52,6 +52,7 @@ _STYLE: dict[str, tuple[str, str]] = {  # codec -> (colour, marker)
 }
 _SHADES = {"none": "Greys", "gzip": "Blues", "snappy": "Oranges", "lz4": "Greens", "zstd": "Reds"}
 _DASH = "\u2013"  # what the table shows for a figure that does not exist
+_LEVELLED = frozenset(c for c, bounds in LEVELS.items() if bounds is not None)  # codecs with levels
 
 
 # --- pure helpers -----------------------------------------------------------------------------------------
@@ -150,7 +151,7 @@ def format_number(v: float | None) -> str:
 def _level(codec: str, level: int | None) -> str:
     if level is not None:
         return str(level)
-    return "default" if LEVELS.get(codec) is not None else _DASH  # type: ignore[call-overload]
+    return "default" if codec in _LEVELLED else _DASH
 
 
 def _recommended(cells: Sequence[CellResult], recommendation: Mapping[str, object] | None) -> CellResult | None:

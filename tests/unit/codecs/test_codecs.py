@@ -2,21 +2,58 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
+import transcoder_native
 
 from transcoder.codecs import (
     ATTRIBUTE_ID,
+    BUILT_HERE,
+    CODEC_OF_ID,
     CODECS,
     LEVELS,
+    LIBRDKAFKA_MAX_LEVEL,
+    TABLE,
     ZSTD_MIN_PRODUCE_VERSION,
+    Codec,
     broker_recompresses,
     built_here,
     check_level,
+    compress,
+    decompress,
+    is_codec,
 )
 
 
 def test_codecs_order():
     assert CODECS == ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def test_the_codec_literal_names_the_native_tables_codecs():
+    """A codec added to native/'s table (or to the Literal) alone fails here: the type checker's Codec and the
+    codecs transcoder produces are the same names, in the table's order."""
+    assert get_args(Codec) == tuple(row["name"] for row in transcoder_native.codec_table()) == CODECS
+    assert all(is_codec(c) for c in CODECS) and not is_codec("brotli") and not is_codec("ZSTD")
+
+
+def test_the_table_rows():
+    assert {c: (r.default_level, r.fast_min) for c, r in TABLE.items()} == {
+        "none": (None, None), "gzip": (6, None), "snappy": (None, None), "lz4": (0, None), "zstd": (3, -131072)}
+    assert [r.evaluated for r in TABLE.values()] == [
+        (None,), tuple(range(1, 10)), (None,), (None, 3, 6, 9, 12), tuple(range(1, 23))]
+    assert CODEC_OF_ID == {i: c for c, i in ATTRIBUTE_ID.items()}
+    assert LIBRDKAFKA_MAX_LEVEL == 12
+    assert BUILT_HERE == {"zstd": (13, 22)}
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_native_decompress_reads_what_every_codec_compresses(codec):
+    """native/'s decompress (framing.decompress's fallback for a codec no Python consumer library reads) agrees
+    with the consumers' libraries."""
+    section = b"GET /index.html 200 " * 500
+    packed = compress(codec, section)
+    assert transcoder_native.decompress(codec, packed) == decompress(codec, packed) == section
 
 
 def test_attribute_ids_are_kafkas():

@@ -14,7 +14,8 @@ from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 
-CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+from transcoder.codecs import CODECS
+
 T0 = 1_700_000_000_000
 
 

@@ -12,8 +12,8 @@ from kafka.record import MemoryRecords
 from kafka.record.util import calc_crc32c
 
 from transcoder import codecs
+from transcoder.codecs import ATTRIBUTE_ID, CODECS
 
-CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 T0 = 1_700_000_000_000
 ATTRIBUTES = slice(21, 23)
 CRC = slice(17, 21)
@@ -58,7 +58,7 @@ def test_seal_sections_sets_the_bit_only_when_asked(codec: str):
     txn, = native.seal_sections(sections(50), stamps, codec=codec, transactional=True)
     assert default == plain and not MemoryRecords(bytes(plain)).next_batch().is_transactional
     assert_differ_only_in_the_bit(plain, txn)
-    assert attributes(txn) & 0x07 == {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
+    assert attributes(txn) & 0x07 == ATTRIBUTE_ID[codec]
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -10,6 +10,7 @@ import pydantic
 import pytest
 import yaml
 
+from transcoder.codecs import CODECS
 from transcoder.config import SECRET_PROPERTIES, Destination, load, parse
 from transcoder.errors import ConfigError
 
@@ -164,8 +165,8 @@ def test_level_error_path_names_route_and_destination_index():
 
 
 def test_unknown_codec_is_refused():
-    assert error(make(dests=[{"codec": "brotli"}])) == (
-        "t.yaml: routes.0.destinations.0.codec: Input should be 'none', 'gzip', 'snappy', 'lz4' or 'zstd'")
+    one_of = "Input should be " + ", ".join(f"'{c}'" for c in CODECS[:-1]) + f" or '{CODECS[-1]}'"
+    assert error(make(dests=[{"codec": "brotli"}])) == f"t.yaml: routes.0.destinations.0.codec: {one_of}"
 
 
 # ------------------------------------------------------------------------------------------ routes

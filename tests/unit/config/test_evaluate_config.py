@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from transcoder.codecs import CODECS
 from transcoder.config import Batch, parse
 from transcoder.config.model import DEFAULT_SAMPLE_BYTES_CAP, EvaluateConfig
 from transcoder.errors import ConfigError
@@ -53,7 +54,8 @@ def test_sample_bytes_default_is_the_destinations_batch_size_capped():
     ({"candidates": [{"codec": "lz4"}, {"codec": "snappy", "level": 1}]},
      "t.yaml: evaluate.candidates.1: codec snappy has no compression levels; remove `level`"),
     ({"candidates": [{"codec": "brotli"}]},
-     "t.yaml: evaluate.candidates.0.codec: Input should be 'none', 'gzip', 'snappy', 'lz4' or 'zstd'"),
+     "t.yaml: evaluate.candidates.0.codec: Input should be " + ", ".join(f"'{c}'" for c in CODECS[:-1])
+     + f" or '{CODECS[-1]}'"),
     ({"candidates": [{"codec": "zstd", "level": 9}, {"codec": "zstd", "level": 9}]},
      "t.yaml: evaluate.candidates: candidate zstd-9 is listed twice"),
     ({"candidates": [{"codec": "zstd"}], "sample_interval_s": 0},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from transcoder.codecs import CODECS
 from transcoder.errors import ConfigError
 from transcoder.evaluate.grid import (
     DEFAULT_BATCH_SIZES,
@@ -34,7 +35,7 @@ def test_zstd_fast_levels_are_measured_for_java_producers():
 
 
 @pytest.mark.parametrize("spec,message", [
-    ("brotli", r"--codecs 'brotli': unknown codec 'brotli' \(one of none, gzip, snappy, lz4, zstd\)"),
+    ("brotli", rf"--codecs 'brotli': unknown codec 'brotli' \(one of {', '.join(CODECS)}\)"),
     ("zstd:23", r"--codecs 'zstd:23': level 23 is outside 1..22, the range of zstd levels"),
     ("snappy:1", r"--codecs 'snappy:1': codec snappy has no compression levels"),
     ("gzip:fast", r"--codecs 'gzip:fast': 'fast' is not a level"),

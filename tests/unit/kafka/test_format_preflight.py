@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaException
 
+from transcoder.codecs import CODECS
 from transcoder.kafka.provisioning import BrokerFormat, broker_format, format_problem
 
 
@@ -37,7 +38,7 @@ def test_zstd_needs_ibp_2_1(ibp):
 
 
 @pytest.mark.parametrize(("fmt", "ibp"), [("0.11.0", "2.8"), ("2.0", "2.1"), ("2.1-IV2", "2.8-IV1"), ("2.8", "2.8")])
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", CODECS)
 def test_v2_formats_pass(fmt, ibp, codec):
     assert format_problem("t", codec, fmt, ibp) is None
 
