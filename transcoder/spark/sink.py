@@ -31,7 +31,7 @@ from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.statistics import Window
-from transcoder.kafka.writer import Sink, build_sink
+from transcoder.kafka.writer import Sink, TransactionalSink, build_sink
 from transcoder.pipeline.commits import first_uncommitted
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
@@ -245,8 +245,9 @@ class _Task:
         self.cpu0, self.t0 = time.process_time(), time.monotonic()
         self.config, self.fingerprint, self.lane = config, fingerprint, lane
         self.writer, self.metrics = _writer(config, fingerprint, lane, start_ms)
-        self.txns = TaskTransactions(config, lane, self.writer, group_client(config, fingerprint, lane)) \
-            if config.guarantee == "exactly-once" else None
+        writer = self.writer  # exactly-once: build_sink made it transactional
+        self.txns = TaskTransactions(config, lane, writer, group_client(config, fingerprint, lane)) \
+            if isinstance(writer, TransactionalSink) else None
         # exactly-once: the transactions commit them; a migration's gates read them (copied, lag)
         self.commit_group = (config.spark.commit_group or config.migration is not None) and self.txns is None
         #: source partition -> (first offset, last offset, timestamp of the last record) written
