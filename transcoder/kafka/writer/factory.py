@@ -21,7 +21,7 @@ from transcoder.kafka.writer.parts import SinkParts
 from transcoder.kafka.writer.producers import ClientFactory, build_client, dlq_producer_config
 from transcoder.kafka.writer.record_sets import RecordSetsSink, TransactionalRecordSetsSink
 from transcoder.kafka.writer.records import RecordsSink, TransactionalRecordsSink
-from transcoder.kafka.writer.sink import Sink
+from transcoder.kafka.writer.sink import Sink, TransactionalSink
 from transcoder.kafka.writer.transactions import WriterTransactions
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.routes import Target
@@ -41,9 +41,9 @@ def build_sink(config: Config, name: str, targets: Sequence[Target], metrics: Wr
     parts = sink_parts(config, name, targets, metrics, create=create, start_ms=start_ms, map_external=exactly_once)
     if exactly_once:
         transactions = WriterTransactions(name, config.transaction_timeout_ms, logger=log)
-        if batched:
-            return TransactionalRecordSetsSink(parts, targets[0], transactions)
-        return TransactionalRecordsSink(parts, targets[0], transactions)
+        transactional: TransactionalSink = TransactionalRecordSetsSink(parts, targets[0], transactions) if batched \
+            else TransactionalRecordsSink(parts, targets[0], transactions)
+        return transactional
     return RecordSetsSink(parts) if batched else RecordsSink(parts)
 
 

@@ -146,11 +146,12 @@ class TransactionalRecordSetsSink(TransactionalFront[BatchProducer]):
             self.batch_reports.delivered, txns), None)
         return p
 
-    def _route(self, producer: BatchProducer | None) -> None:
+    def _route(self, producer: BatchProducer) -> None:
+        self.batching.route(producer, self.target)
+
+    def _unroute(self) -> None:
         self.batching.routes.clear()
         self.batching.batchers.clear()
-        if producer is not None:
-            self.batching.route(producer, self.target)
 
     def _retire(self, producer: BatchProducer, timeout: float) -> None:
         producer.flush(timeout)

@@ -154,11 +154,12 @@ class TransactionalRecordsSink(TransactionalFront[Producer]):
         p: Producer = parts.create("produce", lambda: Producer(conf), None)
         return p
 
-    def _route(self, producer: Producer | None) -> None:
+    def _route(self, producer: Producer) -> None:
+        for s in self.target.sources:
+            self.records.routes[s].append((producer.produce, self.target.topic_for(s)))
+
+    def _unroute(self) -> None:
         self.records.clear()
-        if producer is not None:
-            for s in self.target.sources:
-                self.records.routes[s].append((producer.produce, self.target.topic_for(s)))
 
     def _retire(self, producer: Producer, timeout: float) -> None:
         producer.flush(timeout)

@@ -42,8 +42,12 @@ class TransactionalFront(SinkFront, ABC, Generic[P]):
         """A new transactional producer of `transactional_id` (its transactions are not initialised yet)."""
 
     @abstractmethod
-    def _route(self, producer: P | None) -> None:
-        """The destination's records go to `producer` from now on (None: nowhere, until the next one)."""
+    def _route(self, producer: P) -> None:
+        """The destination's records go to `producer` from now on."""
+
+    @abstractmethod
+    def _unroute(self) -> None:
+        """The destination's records go nowhere (and what waited for the old producer is dropped) until `_route`."""
 
     @abstractmethod
     def _retire(self, producer: P, timeout: float) -> None:
@@ -119,7 +123,7 @@ class TransactionalFront(SinkFront, ABC, Generic[P]):
         if self.producer is not None:
             self._retire(self.producer, timeout)
         self.producer = None
-        self._route(None)
+        self._unroute()
         p = self._make(transactional_id, group_id)
         self.transactions.begin(p, transactional_id, timeout)
         self.producer = p
