@@ -22,7 +22,7 @@ from transcoder.kafka.writer.producers import ClientFactory, build_client, dlq_p
 from transcoder.kafka.writer.record_sets import RecordSetsSink, TransactionalRecordSetsSink
 from transcoder.kafka.writer.records import RecordsSink, TransactionalRecordsSink
 from transcoder.kafka.writer.sink import Sink, TransactionalSink
-from transcoder.kafka.writer.transactions import WriterTransactions
+from transcoder.kafka.writer.transactions import WriterTransactions, bounded, direct
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.routes import Target
 
@@ -40,7 +40,9 @@ def build_sink(config: Config, name: str, targets: Sequence[Target], metrics: Wr
         raise TranscoderError(f"lane {name}: exactly-once needs one destination per lane, not {len(targets)}")
     parts = sink_parts(config, name, targets, metrics, create=create, start_ms=start_ms, map_external=exactly_once)
     if exactly_once:
-        transactions = WriterTransactions(name, config.transaction_timeout_ms, logger=log)
+        # librdkafka's calls can block past their timeouts (run on a thread, given up); transcoder's cannot
+        transactions = WriterTransactions(name, config.transaction_timeout_ms, logger=log,
+                                          blocking=direct if batched else bounded)
         transactional: TransactionalSink = TransactionalRecordSetsSink(parts, targets[0], transactions) if batched \
             else TransactionalRecordsSink(parts, targets[0], transactions)
         return transactional

@@ -41,12 +41,13 @@ class TransactionStuck(DeliveryError):
     new one (which fences it, and aborts its open transaction) and the lane reads again from the last commit."""
 
 
-def _bounded(p: TransactionalProducer, call: Callable[[float], None], timeout: float, what: str) -> None:
-    """`call(timeout)` of librdkafka's producer `p` on a thread of its own, given up STUCK_AFTER_S past `timeout`
-    (TransactionStuck); what it raises is raised here. transcoder's own producer keeps its timeouts: called here."""
-    if not isinstance(p, Producer):
-        call(timeout)
-        return
+#: How a transactional call that may block is made: `(call, timeout, what)` runs `call(timeout)`, or raises.
+BlockingCall = Callable[[Callable[[float], None], float, str], None]
+
+
+def bounded(call: Callable[[float], None], timeout: float, what: str) -> None:
+    """`call(timeout)` of librdkafka's producer on a thread of its own, given up STUCK_AFTER_S past `timeout`
+    (TransactionStuck); what it raises is raised here."""
     done = threading.Event()
     raised: list[BaseException] = []
 
@@ -67,11 +68,19 @@ def _bounded(p: TransactionalProducer, call: Callable[[float], None], timeout: f
         raise raised[0]
 
 
+def direct(call: Callable[[float], None], timeout: float, what: str) -> None:
+    """`call(timeout)` on the caller's thread: transcoder's own producer keeps its timeouts."""
+    call(timeout)
+
+
 class WriterTransactions:
     """The transactions of one sink's transactional producer (exactly-once: one destination per lane)."""
 
-    def __init__(self, name: str, transaction_timeout_ms: int, *, logger: Any = None) -> None:
+    def __init__(self, name: str, transaction_timeout_ms: int, *, logger: Any = None,
+                 blocking: BlockingCall = bounded) -> None:
         self.name = name  # the lane's, in the errors
+        #: how a call that may block past its timeout is made: `bounded` (librdkafka's producer) or `direct`
+        self.blocking = blocking
         self.transaction_timeout_ms = transaction_timeout_ms
         #: the transactional id of the partitions assigned, once `begin` has started its transactions
         self.transactional_id: str | None = None
@@ -114,8 +123,8 @@ class WriterTransactions:
         # TXN_CALL_TIMEOUT_S, so that the lane says within seconds that it waits on Kafka.
         deadline = time.monotonic() + max(timeout, self.transaction_timeout_ms / 1000 + 30)
         steps: list[Callable[[float], None]] = [
-            lambda left: _bounded(p, lambda t: p.send_offsets_to_transaction(offsets, group, t), left,
-                                  "send_offsets_to_transaction")] if offsets else []
+            lambda left: self.blocking(lambda t: p.send_offsets_to_transaction(offsets, group, t), left,
+                                       "send_offsets_to_transaction")] if offsets else []
         steps.append(p.commit_transaction)
         for step in steps:
             while True:
@@ -195,8 +204,8 @@ class WriterTransactions:
         not_added = None
         try:
             at_0 = [TopicPartition(tp.topic, tp.partition, 0) for tp in partitions]
-            _bounded(p, lambda t: p.send_offsets_to_transaction(at_0, group, t), timeout,
-                     "send_offsets_to_transaction")
+            self.blocking(lambda t: p.send_offsets_to_transaction(at_0, group, t), timeout,
+                          "send_offsets_to_transaction")
         except KafkaException as exc:  # the group's partition may not be in the transaction: no marker for it
             err = exc.args[0]
             if err.fatal() or err.name() in FENCED:
