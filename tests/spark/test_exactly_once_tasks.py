@@ -12,7 +12,7 @@ from tests.support.configs import make_config
 from tests.support.records import read_all
 from transcoder.errors import TranscoderError
 from transcoder.kafka.provisioning import prepare
-from transcoder.kafka.writer import Writer
+from transcoder.kafka.writer import build_sink
 from transcoder.spark import exactly_once, sink
 
 TS = 1_600_000_000_000
@@ -74,12 +74,12 @@ def test_a_task_goes_on_from_the_groups_offset_and_fences_the_attempt_before_it(
     # A first attempt committed records 0-299, then its task failed.
     assert sink.write_task(conf, "fp", lane, 0.0, iter([_arrow(source, 0, rows[:300])])).fatal is None
     # A second attempt (a zombie: another worker's, still running) wrote 300-599 into its open transaction.
-    zombie_writer = Writer(conf, lane.name, lane.targets, sink.TallyMetrics(), batched=conf.batched)
+    zombie_writer = build_sink(conf, lane.name, lane.targets, sink.TallyMetrics(), batched=conf.batched)
     zombie = exactly_once.TaskTransactions(conf, lane, zombie_writer, exactly_once.group_client(conf, "fp", lane))
     zombie.begin((source, 0))
     assert zombie.committed == 300
     cols = sink.arrow_columns(_arrow(source, 0, rows))
-    assert sink._write_columns(zombie_writer, cols, 300)[0] == 700
+    assert zombie_writer.write_columns(cols, 300)[0] == 700
     zombie.written(1000)  # not committed: its commit is not due (commit_interval_ms)
     zombie_writer.tick(0, flush=True)
     zombie_writer.drain(30)  # delivered to the broker, in a transaction not committed

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from tests.support.configs import make_config
 from transcoder.kafka.provisioning import prepare
+from transcoder.kafka.writer.record_sets import RecordSetsSink
 from transcoder.spark import sink
 
 
@@ -52,7 +53,8 @@ def test_a_tasks_batches_take_the_compiled_path_record_by_record_with_source_off
                                          for r in p0 + p1)  # key + value + header names and values
         assert tally.ranges == {(source, 0): (0, 9, 1_600_000_000_009), (source, 1): (100, 3099, 1_700_000_002_999)}
         writer = sink._WRITERS[("fingerprint", lane.name)][0]
-        assert writer.batched and writer.batch_routes  # transcoder's batch producers, not librdkafka's record path
+        assert isinstance(writer, RecordSetsSink) and writer.batch_routes  # transcoder's batch producers, not
+        # librdkafka's record path
         assert sum(writer.acked_total.values()) == 3006
     for d in conf.routes[0].destinations:
         dest = d.topic_for(source)

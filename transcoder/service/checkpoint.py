@@ -19,8 +19,8 @@ from typing import Any, Protocol
 import structlog
 from confluent_kafka import KafkaException, TopicPartition
 
-from transcoder.kafka.writer import Writer
-from transcoder.kafka.writer_transactions import TransactionStuck
+from transcoder.kafka.writer import TransactionalSink as Writer
+from transcoder.kafka.writer.transactions import TransactionStuck
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.commits import (
     acknowledged_offsets,

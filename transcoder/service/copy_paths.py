@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from transcoder.config import Config
     from transcoder.evaluate.live_windows import Sampler
-    from transcoder.kafka.writer import Writer
+    from transcoder.kafka.writer import Sink as Writer
     from transcoder.pipeline.ledger import Ledger
     from transcoder.pipeline.routes import LaneSpec
     from transcoder.service.checkpoint import Checkpoint

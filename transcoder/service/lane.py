@@ -33,7 +33,8 @@ from transcoder.kafka.fetcher import Fetcher
 from transcoder.kafka.retries import KAFKA_ERRORS, in_flight_summary
 from transcoder.kafka.topic_ids import TopicIds
 from transcoder.kafka.watermarks import EndOffsets
-from transcoder.kafka.writer import Writer
+from transcoder.kafka.writer import Sink as Writer
+from transcoder.kafka.writer import build_sink
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.registry import LaneMetrics
 from transcoder.metrics.status import LaneStatus
@@ -106,8 +107,8 @@ class LaneClients:
 def lane_clients(spec: LaneSpec, config: Config, metrics: LaneMetrics, threads: ThreadLedger,
                  consumer_conf: dict[str, Any]) -> LaneClients:
     """A lane's clients, each thread they start counted as the lane's (ThreadLedger)."""
-    writer = Writer(config, spec.name, spec.targets, metrics, batched=config.batched,
-                    create=lambda part, make, start: threads.create((spec.name, part), make, start))
+    writer = build_sink(config, spec.name, spec.targets, metrics, batched=config.batched,
+                        create=lambda part, make, start: threads.create((spec.name, part), make, start))
     topic_ids = TopicIds(config.cluster.librdkafka(), f"transcoder-{spec.name}-ids",
                          lambda make: threads.create((spec.name, "consume"), make))
     consumer = threads.create((spec.name, "consume"), lambda: Consumer(consumer_conf), start_threads)

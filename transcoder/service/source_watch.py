@@ -30,7 +30,7 @@ from transcoder.pipeline.partitions import Partition, show
 
 if TYPE_CHECKING:
     from transcoder.config import Config
-    from transcoder.kafka.writer import Writer
+    from transcoder.kafka.writer import Sink as Writer
     from transcoder.metrics.registry import LaneMetrics
     from transcoder.pipeline.ledger import Ledger
     from transcoder.pipeline.routes import LaneSpec

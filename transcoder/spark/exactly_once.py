@@ -33,8 +33,8 @@ from transcoder.config import Config
 from transcoder.errors import DeliveryError, KafkaUnavailableError
 from transcoder.kafka.clients import client_config, retriable
 from transcoder.kafka.retries import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
-from transcoder.kafka.writer import Writer
-from transcoder.kafka.writer_transactions import TransactionStuck
+from transcoder.kafka.writer import TransactionalSink as Writer
+from transcoder.kafka.writer.transactions import TransactionStuck
 from transcoder.pipeline.commits import transactional_id
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec

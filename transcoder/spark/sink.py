@@ -1,5 +1,5 @@
 """The executor side of the Spark engine: each task writes its records through the project's writer
-(kafka.writer.Writer, the service's own), and returns one row of tallies for the driver.
+(kafka.writer's Sink, the service's own), and returns one row of tallies for the driver.
 
 Records reach the Python worker as Arrow batches (`mapInArrow`), one source partition's run each. On the service's
 compiled path (`hot_path: batches`, the default) the run is framed natively into a StoredRecords
@@ -27,13 +27,11 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from transcoder.codecs import stored_from_columns
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.statistics import Window
-from transcoder.kafka.writer import Writer
-from transcoder.kafka.writer_columns import write_columns
+from transcoder.kafka.writer import Sink, TransactionalSink, build_sink
 from transcoder.pipeline.commits import first_uncommitted
 from transcoder.pipeline.partitions import Partition, show
 from transcoder.pipeline.routes import LaneSpec
@@ -175,7 +173,7 @@ class TallyMetrics:
 
 
 #: (config fingerprint, lane) -> the writer this Python worker keeps for that lane, and its tallies
-_WRITERS: dict[tuple[str, str], tuple[Writer, TallyMetrics]] = {}
+_WRITERS: dict[tuple[str, str], tuple[Sink, TallyMetrics]] = {}
 
 
 def executor_config(config: Config) -> Config:
@@ -183,7 +181,7 @@ def executor_config(config: Config) -> Config:
     return config.model_copy(update={"metrics": config.metrics.model_copy(update={"stats_interval_ms": stats})})
 
 
-def _writer(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -> tuple[Writer, TallyMetrics]:
+def _writer(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -> tuple[Sink, TallyMetrics]:
     key = (fingerprint, lane.name)
     found = _WRITERS.get(key)
     if found is None:
@@ -191,8 +189,8 @@ def _writer(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -
         for stale in [k for k in _WRITERS if k[0] != fingerprint]:
             _WRITERS.pop(stale)[0].close(0)
         metrics = TallyMetrics()
-        found = _WRITERS[key] = (Writer(executor_config(config), lane.name, lane.targets, metrics,
-                                        start_ms=start_ms, batched=config.batched), metrics)
+        found = _WRITERS[key] = (build_sink(executor_config(config), lane.name, lane.targets, metrics,
+                                            start_ms=start_ms, batched=config.batched), metrics)
     return found
 
 
@@ -223,10 +221,10 @@ def write_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float
                         raise TranscoderError(f"lane {lane.name}: one task read {show([txns.partition, tp])}; "
                                               "exactly-once writes one source partition per task")
                     skip = first_uncommitted(cols.offsets, txns.committed)  # a replay: copied already
-                n, nbytes = _write_columns(writer, cols, skip)
+                n, nbytes = writer.write_columns(cols, skip)
                 task.wrote(tp, cols.offsets[0], cols.offsets[-1], cols.stamps[-1], n, nbytes)
             else:  # Spark's Kafka source never mixes partitions in a batch; if it did, record by record
-                if writer.batched or txns is not None:
+                if config.batched or txns is not None:
                     raise TranscoderError(f"lane {lane.name}: an Arrow batch of several source partitions; the "
                                           "batched path and exactly-once take one partition's records at a time")
                 recs = arrow_records(batch)
@@ -247,8 +245,9 @@ class _Task:
         self.cpu0, self.t0 = time.process_time(), time.monotonic()
         self.config, self.fingerprint, self.lane = config, fingerprint, lane
         self.writer, self.metrics = _writer(config, fingerprint, lane, start_ms)
-        self.txns = TaskTransactions(config, lane, self.writer, group_client(config, fingerprint, lane)) \
-            if config.guarantee == "exactly-once" else None
+        writer = self.writer  # exactly-once: build_sink made it transactional
+        self.txns = TaskTransactions(config, lane, writer, group_client(config, fingerprint, lane)) \
+            if isinstance(writer, TransactionalSink) else None
         # exactly-once: the transactions commit them; a migration's gates read them (copied, lag)
         self.commit_group = (config.spark.commit_group or config.migration is not None) and self.txns is None
         #: source partition -> (first offset, last offset, timestamp of the last record) written
@@ -352,19 +351,6 @@ def _commit_group(group: Any, lane: LaneSpec, ranges: dict[Partition, tuple[int,
     if refused:
         raise DeliveryError(f"lane {lane.name}: the offset of {show([(refused[0].topic, refused[0].partition)])} "
                             f"not committed to group {lane.group_id}: {refused[0].error.str()}", retriable=True)
-
-
-def _write_columns(writer: Writer, cols: Columns, start: int) -> tuple[int, int]:
-    """Hand a partition's run, from its record `start` on, to the writer: (records, source bytes)."""
-    if start >= len(cols.offsets):
-        return 0, 0
-    if writer.batched:  # the service's compiled path: re-batched, no Python per record
-        stored = stored_from_columns(cols.offsets, cols.keys, cols.values, cols.headers, cols.stamps)
-        return writer.write_stored((cols.topic, cols.partition), stored, time.monotonic(), start)
-    # hot_path: records: produced one by one, from the columns
-    write_columns(writer, cols.topic, cols.partition, cols.offsets[start:], cols.keys[start:], cols.values[start:],
-                  cols.headers[start:], cols.stamps[start:], cols.sizes[start:], lambda i: cols.record(start + i))
-    return len(cols.offsets) - start, sum(cols.sizes[start:])
 
 
 def task_function(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float) -> Any:

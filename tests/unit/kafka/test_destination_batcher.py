@@ -1,4 +1,4 @@
-"""The batches of one destination partition on the batched path (kafka.destination_batcher), with the real native
+"""The batches of one destination partition on the batched path (kafka.writer.destination_batcher), with the real native
 Rebatcher and a producer that only notes the sections it is handed; and the writer's batchers through
 `write_stored` and `tick`. Sealing and sending the sections: test_batch_producer_*."""
 
@@ -11,8 +11,11 @@ import transcoder_native as native
 
 from transcoder import config as cfg
 from transcoder.config import Batch
-from transcoder.kafka.destination_batcher import DestinationBatcher
-from transcoder.kafka.writer import Writer
+from transcoder.kafka.writer import build_sink
+from transcoder.kafka.writer.destination_batcher import DestinationBatcher
+from transcoder.kafka.writer.factory import sink_parts
+from transcoder.kafka.writer.record_sets import RecordSetsSink, TransactionalRecordSetsSink
+from transcoder.kafka.writer.transactions import WriterTransactions
 from transcoder.pipeline.routes import plan
 
 RECORD = b"v" * 90  # a record of about 100 bytes in a section (its framing included)
@@ -104,13 +107,19 @@ def test_nothing_left_after_sections_went_leaves_nothing_open():
     assert b.opened is None and not b.due(1e9)
 
 
-def writer(linger_ms: int, max_records: int) -> Writer:
+def _config(linger_ms: int, max_records: int) -> tuple[cfg.Config, tuple[Any, ...]]:
     conf = cfg.parse({"cluster": {"bootstrap_servers": "127.0.0.1:1"},
                       "routes": [{"source": "s", "destinations": [
                           {"codec": c, "batch": {"linger_ms": linger_ms, "max_records": max_records}}
                           for c in ("lz4", "zstd")]}]}, environ={})
-    targets = tuple(t for lane in plan(conf, ["s"]).lanes for t in lane.targets)
-    return Writer(conf, "l", targets, _Metrics(), create=lambda part, make, start: make(), batched=True)
+    return conf, tuple(t for lane in plan(conf, ["s"]).lanes for t in lane.targets)
+
+
+def writer(linger_ms: int, max_records: int) -> RecordSetsSink:
+    conf, targets = _config(linger_ms, max_records)
+    w = build_sink(conf, "l", targets, _Metrics(), create=lambda part, make, start: make(), batched=True)
+    assert isinstance(w, RecordSetsSink)
+    return w
 
 
 class _Metrics:
@@ -119,11 +128,11 @@ class _Metrics:
 
 
 @pytest.fixture
-def batched() -> tuple[Writer, Sink]:
+def batched() -> tuple[RecordSetsSink, Sink]:
     w = writer(linger_ms=500, max_records=10)
     sink = Sink()
-    w.batch_routes = {s: [(sink, dest, t) for _, dest, t in routes]  # type: ignore[misc]
-                      for s, routes in w.batch_routes.items()}
+    w.batching.routes = {s: [(sink, dest, t) for _, dest, t in routes]  # type: ignore[misc]
+                         for s, routes in w.batch_routes.items()}
     return w, sink
 
 
@@ -178,11 +187,15 @@ class _TxnProducer:
         return 0
 
 
-def test_an_aborted_transaction_forgets_the_open_sections(batched):
-    w, sink = batched
+def test_an_aborted_transaction_forgets_the_open_sections():
+    conf, targets = _config(linger_ms=500, max_records=10)
+    parts = sink_parts(conf, "l", targets, _Metrics(), create=lambda part, make, start: make(), map_external=True)
+    w = TransactionalRecordSetsSink(parts, targets[0], WriterTransactions("l", 60_000))
+    sink = Sink()
+    w.batching.routes = {"s": [(sink, t.topic_for("s"), t) for t in targets]}  # type: ignore[misc]
     w.write_stored(("s", 0), stored(0, 3), now=0.0)
     p = _TxnProducer()
-    w.producers = [p]  # type: ignore[list-item]
+    w.producer = p  # type: ignore[assignment]
     w.abort_transaction(1.0)  # the records are read again from the last commit
     assert p.calls == ["abort", "begin"]
     w.tick(1e9, flush=True)

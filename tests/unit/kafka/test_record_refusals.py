@@ -15,11 +15,11 @@ from kafka.record import MemoryRecords
 from tests.unit.kafka.test_batch_producer_ahead import _sections
 from tests.unit.kafka.test_batch_producer_outage import _Unreachable
 from tests.unit.kafka.test_batch_producer_parts import TP, _Host, _round
-from tests.unit.kafka.test_writer import Msg, writer
+from tests.unit.kafka.test_writer import Msg, records_writer
 from tests.unit.kafka.test_writer_failures import Ledger, Producer, failure
 from transcoder.kafka.batch_producer import BatchProducer
 from transcoder.kafka.produce_batches import isolate, record_halves
-from transcoder.kafka.writer_failures import BATCH_REFUSALS, DeadLetters
+from transcoder.kafka.writer.failures import BATCH_REFUSALS, DeadLetters
 
 INVALID_TIMESTAMP, INVALID_RECORD = 32, 87
 
@@ -169,9 +169,9 @@ class _FailedReport(Msg):
 
 
 def test_a_record_of_a_refused_batch_is_sent_again_and_dead_lettered_with_its_own_timestamp():
-    w = writer("lz4")
+    w = records_writer("lz4")
     w.write([Msg("s", 0, 5), Msg("s", 0, 6)], on_error=lambda e: None)
-    delivered = w._delivery_callback("s.lz4", resend_refused=True)
+    delivered = w.parts.deliveries.record_reports("s.lz4", w.failed_or_refused)
     delivered(KafkaError(KafkaError._INVALID_DIFFERENT_RECORD), _FailedReport("s.lz4", 0, -1))
     delivered(KafkaError(KafkaError.INVALID_TIMESTAMP), _FailedReport("s.lz4", 0, -1))
     assert [(f.offset, f.message.timestamp(), f.message.key(), f.message.value(), f.message.headers())

@@ -1,4 +1,4 @@
-"""transcoder.kafka.writer without a broker: librdkafka producers only queue locally here (nothing is sent)."""
+"""transcoder.kafka.writer's sinks without a broker: librdkafka producers only queue locally here (nothing is sent)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, P
 
 from transcoder import config as cfg
 from transcoder.errors import TranscoderError
-from transcoder.kafka.writer import Writer
-from transcoder.kafka.writer_columns import write_columns
+from transcoder.kafka.writer import Sink, build_sink
+from transcoder.kafka.writer.records import RecordsSink, TransactionalRecordsSink
 from transcoder.pipeline.routes import plan
 
 
@@ -36,12 +36,25 @@ class Metrics:
         return lambda *a, **k: None
 
 
-def writer(*codecs: str, batched: bool = False) -> Writer:
-    conf = cfg.parse({"cluster": {"bootstrap_servers": "127.0.0.1:1"},
+def writer(*codecs: str, batched: bool = False, guarantee: str = "at-least-once") -> Sink:
+    conf = cfg.parse({"cluster": {"bootstrap_servers": "127.0.0.1:1"}, "guarantee": guarantee,
                       "routes": [{"source": "s", "destinations": [{"codec": c} for c in codecs]}]}, environ={})
     spec = plan(conf, ["s"]).lanes
     targets = tuple(t for lane in spec for t in lane.targets)
-    return Writer(conf, "l", targets, Metrics(), create=lambda part, make, start: make(), batched=batched)
+    return build_sink(conf, "l", targets, Metrics(), create=lambda part, make, start: make(), batched=batched)
+
+
+def records_writer(*codecs: str) -> RecordsSink:
+    w = writer(*codecs)
+    assert isinstance(w, RecordsSink)
+    return w
+
+
+def txn_writer(codec: str) -> TransactionalRecordsSink:
+    """exactly-once on the records path: librdkafka's transactional producer (made by begin_transactions)."""
+    w = writer(codec, guarantee="exactly-once")
+    assert isinstance(w, TransactionalRecordsSink)
+    return w
 
 
 def test_write_tells_the_ledger_every_record_to_every_destination():
@@ -82,9 +95,9 @@ def test_records_produced_before_a_consumer_error_are_in_the_ledger():
 
 
 def test_write_columns_tells_the_ledger_as_write_does():
-    w = writer("lz4", "zstd")
+    w = records_writer("lz4", "zstd")
     offsets, sizes = [5, 6, 8], [3, 4, 5]
-    write_columns(w, "s", 1, offsets, [b"k", None, b""], [b"v", None, b"vv"], [None, [("h", None)], None],
+    w.records.write_columns("s", 1, offsets, [b"k", None, b""], [b"v", None, b"vv"], [None, [("h", None)], None],
                       [1, 2, 3], sizes, record_at=lambda i: Msg("s", 1, offsets[i]))
     assert {k: list(q) for k, q in w.ledger.pending.items()} == {
         ("s.lz4", 1): [(5, 3, 1), (6, 4, 2), (8, 5, 3)], ("s.zstd", 1): [(5, 3, 1), (6, 4, 2), (8, 5, 3)]}
@@ -93,9 +106,9 @@ def test_write_columns_tells_the_ledger_as_write_does():
 
 
 def test_write_columns_registers_each_record_before_waiting_on_a_full_queue(monkeypatch):
-    w = writer("lz4", "zstd")
+    w = records_writer("lz4", "zstd")
     calls = {"n": 0}
-    lz4, zstd = (p for p, _ in w.routes["s"])
+    lz4, zstd = (p for p, _ in w.records.routes["s"])
 
     def full_once(*a, **k):  # the zstd producer's queue is full at the second record, once
         calls["n"] += 1
@@ -104,10 +117,10 @@ def test_write_columns_registers_each_record_before_waiting_on_a_full_queue(monk
         return zstd(*a, **k)
 
     seen = []
-    monkeypatch.setattr(w, "poll",
+    monkeypatch.setattr(w.records, "poll",
                         lambda timeout: seen.append({k: [o for o, *_ in q] for k, q in w.ledger.pending.items()}))
-    w.routes["s"] = [(lz4, "s.lz4"), (full_once, "s.zstd")]
-    write_columns(w, "s", 0, [0, 1, 2], [None] * 3, [b"a", b"b", b"c"], [None] * 3, [0, 0, 0], [1, 1, 1],
+    w.records.routes["s"] = [(lz4, "s.lz4"), (full_once, "s.zstd")]
+    w.records.write_columns("s", 0, [0, 1, 2], [None] * 3, [b"a", b"b", b"c"], [None] * 3, [0, 0, 0], [1, 1, 1],
                       record_at=lambda i: Msg("s", 0, i))
     # while waiting, lz4 had produced records 0 and 1 and zstd record 0: exactly those are registered
     assert seen == [{("s.lz4", 0): [0, 1], ("s.zstd", 0): [0]}]
@@ -118,7 +131,7 @@ def test_write_columns_registers_each_record_before_waiting_on_a_full_queue(monk
 def test_a_fenced_producer_raising_from_its_callbacks_is_named_fenced_before_the_error_callback_runs():
     # flush of a fenced transactional producer raises the fatal error from a delivery callback; the producer's
     # error callback (served later) has not recorded it yet: the lane still says why it stops, in one line.
-    w = writer("lz4")
+    w = txn_writer("lz4")
     w.transactional_id = "transcoder-g-0123"
     fenced = KafkaError(KafkaError._FENCED, "ProduceRequest failed: transactional producer fenced", fatal=True)
 
@@ -170,13 +183,13 @@ def test_a_commit_the_coordinator_cannot_answer_is_asked_again_past_the_stop_tim
 
     import structlog
 
-    from transcoder.kafka import writer as writer_module
+    from transcoder.kafka.writer import factory as writer_module
 
     monkeypatch.setattr(writer_module, "log", structlog.get_logger("transcoder.writer"))
-    w = writer("lz4")
+    w = txn_writer("lz4")
     w.transactional_id = "transcoder-g-0123"
     fake = _UnreachableCoordinator(until=time.monotonic() + 0.6)
-    w.producers = [fake]  # type: ignore[list-item]
+    w.producer = fake  # type: ignore[assignment]
     said: list[str] = []
     with structlog.testing.capture_logs() as logs:
         w.commit_transaction([], None, timeout=0.2, retrying=said.append)
@@ -222,8 +235,8 @@ class TxnProducer:
 
 
 def released(producer: TxnProducer, known: dict[tuple[str, int], int] | None = None) -> str | None:
-    w = writer("zstd")
-    w.producers, w.transactional_id = [producer], "transcoder-g-0123"
+    w = txn_writer("zstd")
+    w.producer, w.transactional_id = producer, "transcoder-g-0123"  # type: ignore[assignment]
     return w.release_group_offsets([TopicPartition("s", 0), TopicPartition("s", 1)], "group-metadata", 1.0, known)
 
 
@@ -286,12 +299,12 @@ def test_a_send_offsets_call_stuck_in_librdkafka_is_given_up_not_waited_on_for_e
     # 2 s) never returned, and the copy hung until the test gave up on it.
     import time
 
-    from transcoder.kafka import writer_transactions
+    from transcoder.kafka.writer import transactions as writer_transactions
 
     monkeypatch.setattr(writer_transactions, "STUCK_AFTER_S", 0.3)
-    w = writer("lz4")
+    w = txn_writer("lz4")
     w.transactional_id = "transcoder-g-0123"
-    w.producers = [_StuckProducer({"bootstrap.servers": "127.0.0.1:1"})]
+    w.producer = _StuckProducer({"bootstrap.servers": "127.0.0.1:1"})
     started = time.monotonic()
     try:
         with pytest.raises(writer_transactions.TransactionStuck, match="send_offsets_to_transaction did not return"):

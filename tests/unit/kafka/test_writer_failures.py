@@ -1,4 +1,4 @@
-"""A writer's failed records without a broker (kafka.writer_failures): refused records sent again alone, and copies
+"""A writer's failed records without a broker (kafka.writer.failures): refused records sent again alone, and copies
 to the dead-letter topic, through producers that note what they are given. The real broker:
 tests/integration/test_writer.py."""
 
@@ -9,7 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from transcoder.kafka.batch_producer import Delivered
-from transcoder.kafka.writer_failures import DLQ_HEADERS, DeadLetters, Failure, RefusedRecords
+from transcoder.kafka.writer.failures import DLQ_HEADERS, DeadLetters, Failure, RefusedRecords
 
 
 class Producer:

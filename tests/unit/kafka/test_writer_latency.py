@@ -10,7 +10,9 @@ from typing import Any
 import transcoder_native as native
 
 from transcoder import config as cfg
-from transcoder.kafka.writer import LATENCY_SAMPLING, Writer
+from transcoder.kafka.writer import build_sink
+from transcoder.kafka.writer.metrics import LATENCY_SAMPLING
+from transcoder.kafka.writer.record_sets import RecordSetsSink
 from transcoder.pipeline.routes import plan
 
 START_MS = 1_700_000_000_000  # the lane's start
@@ -50,18 +52,19 @@ def test_a_batch_of_backlog_and_new_records_times_only_the_new_ones():
                       "routes": [{"source": "s", "destinations": [{"codec": "zstd"}]}]}, environ={})
     targets = tuple(t for lane in plan(conf, ["s"]).lanes for t in lane.targets)
     metrics = _Metrics()
-    w = Writer(conf, "l", targets, metrics, create=lambda part, make, start: make(), batched=True,
-               start_ms=START_MS)
+    w = build_sink(conf, "l", targets, metrics, create=lambda part, make, start: make(), batched=True,
+                   start_ms=START_MS)
+    assert isinstance(w, RecordSetsSink)
     sink = _Sink()
-    w.batch_routes = {s: [(sink, dest, t) for _, dest, t in routes]  # type: ignore[misc]
-                      for s, routes in w.batch_routes.items()}
+    w.batching.routes = {s: [(sink, dest, t) for _, dest, t in routes]
+                         for s, routes in w.batch_routes.items()}
     # 3,000 records seeded a minute before the lane started, then 50 produced after it (1 ms apart): one fetch
     stamps = [START_MS - 60_000] * 3000 + [START_MS + 200 + i for i in range(50)]
     data = native.encode_batch([(None, b"v" * 50, [], ts) for ts in stamps], codec="none", base_offset=0)
     w.write_stored(("s", 0), native.decode_stored(data, 0), now=0.0)
     w.tick(1e9, flush=True)
     assert [len(s) for s in sink.sections] == [3050]  # one batch mixes them
-    w._batch_delivered(None, "s.zstd", 0, 0, sink.sections[0])
+    w.batch_reports.delivered(None, "s.zstd", 0, 0, sink.sections[0])
     ages = [s for s, _ in metrics.latencies]
     assert ages and max(ages) <= 0.1 + 1e-9, ages  # the new records waited 51..100 ms, the backlog 60 s
     assert sum(wt for _, wt in metrics.latencies) == 50 / LATENCY_SAMPLING

@@ -1,4 +1,4 @@
-"""transcoder.kafka.writer_transactions: beginning transactions while the coordinator cannot be reached."""
+"""transcoder.kafka.writer.transactions: beginning transactions while the coordinator cannot be reached."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from transcoder.errors import DeliveryError
-from transcoder.kafka.writer_transactions import WriterTransactions
+from transcoder.kafka.writer.transactions import WriterTransactions
 
 
 class _Producer:
@@ -48,7 +48,7 @@ def test_a_fenced_or_fatal_init_fails_at_once():
 
 def test_retrying_ends_once_the_broker_would_have_settled_the_transaction_itself(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr("transcoder.kafka.writer_transactions.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("transcoder.kafka.writer.transactions.time.monotonic", lambda: now[0])
 
     class _Down(_Producer):
         def init_transactions(self, timeout: float) -> None:

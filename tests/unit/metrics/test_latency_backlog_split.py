@@ -1,11 +1,11 @@
 """A delivered batch that mixes backlog and new records (issue 42, item 5): each record counts as new or backlog by
-its own timestamp, never by its batch's newest. Pure logic: writer_metrics.new_and_backlog."""
+its own timestamp, never by its batch's newest. Pure logic: kafka.writer.metrics.new_and_backlog."""
 
 from __future__ import annotations
 
 import pytest
 
-from transcoder.kafka.writer_metrics import LATENCY_SAMPLING, first_new, new_and_backlog
+from transcoder.kafka.writer.metrics import LATENCY_SAMPLING, first_new, new_and_backlog
 from transcoder.metrics.registry import Metrics
 from transcoder.metrics.status import histogram_quantile
 

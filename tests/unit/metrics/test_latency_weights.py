@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from transcoder.kafka.writer import LATENCY_SAMPLING, batch_latencies
+from transcoder.kafka.writer.metrics import LATENCY_SAMPLING, batch_latencies
 from transcoder.metrics.registry import Metrics
 from transcoder.metrics.status import histogram_quantile
 

@@ -9,13 +9,15 @@ acknowledged at that moment.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 from transcoder import config as config_module
 from transcoder.kafka.fetcher import Fetched
+from transcoder.kafka.writer import ColumnRun, TransactionalSink
+from transcoder.kafka.writer.offset_map import NoOffsetMap
 from transcoder.metrics.registry import Metrics
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partitions import Partition
@@ -48,11 +50,17 @@ def records(tp: Partition, offsets: range) -> list[Record]:
 
 
 class FakeWriter:
-    """What the lane uses of transcoder.kafka.writer.Writer; records are acknowledged only by `ack` (or a drain)."""
+    """A transactional sink (kafka.writer.TransactionalSink, checked below) on the real Ledger; records are
+    acknowledged only by `ack` (or a drain)."""
 
     def __init__(self, destination: str, events: list[Any]) -> None:
         self.events = events
         self.dest = destination
+        self.config = config_module.parse({"cluster": {"bootstrap_servers": "k:9092"},
+                                           "routes": [{"source": "src", "destinations": [{"codec": "zstd"}]}]},
+                                          environ={})
+        self.offset_map = NoOffsetMap()
+        self.start_ms = 0.0
         self.ledger = Ledger({"src": (destination,)})
         self.acked_total = {destination: 0}
         self.codec_of = {destination: "zstd-3"}
@@ -74,7 +82,8 @@ class FakeWriter:
         #: when (monotonic s) the open batch's linger is over; None: no batch open
         self.due: float | None = None
 
-    def write(self, msgs: list[Record], on_error: Callable[[Any], None]) -> tuple[int, int]:
+    def write(self, msgs: Iterable[Any], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
+        msgs = list(msgs)
         for m in msgs:
             tp = (m.topic(), m.partition())
             self.ledger.sent({(self.dest, tp[1]): [(m.offset(), SIZE)]}, SIZE)
@@ -88,6 +97,9 @@ class FakeWriter:
         self.ledger.consumed({tp: offsets[-1]})
         self.events.append(("handed", tp, offsets[0], offsets[-1]))
         return len(offsets), SIZE * len(offsets)
+
+    def write_columns(self, run: ColumnRun, start: int) -> tuple[int, int]:
+        raise NotImplementedError("a lane never hands its writer columns (the Spark engine's)")
 
     def ack(self, tp: Partition, n: int | None = None) -> None:
         """The destination acknowledges the oldest `n` records of `tp` in flight (all: None)."""
@@ -138,7 +150,7 @@ class FakeWriter:
         self.commit_error = None
 
     def release_group_offsets(self, partitions: list[TopicPartition], group: Any, timeout: float,
-                              known: dict[Partition, int] | None = None) -> str | None:
+                              known: Mapping[Partition, int] | None = None) -> str | None:
         self.events.append(("release_group_offsets", sorted((p.topic, p.partition) for p in partitions), known))
         return None
 
@@ -148,6 +160,10 @@ class FakeWriter:
         self.aborted.set()
         if self.after_abort is not None:
             self.after_abort()
+
+
+if TYPE_CHECKING:  # the type checker holds the fake to the Protocol the lane's writer implements
+    _fake_is_a_sink: TransactionalSink = FakeWriter("dst", [])
 
 
 class ScriptedConsumer:

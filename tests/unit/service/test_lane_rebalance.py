@@ -187,7 +187,7 @@ def test_exactly_once_offsets_pending_of_partitions_this_lane_never_committed_ar
 
 
 def test_exactly_once_a_commit_stuck_in_librdkafka_replaces_the_producer_and_reads_again_from_the_last_commit():
-    from transcoder.kafka.writer_transactions import TransactionStuck
+    from transcoder.kafka.writer.transactions import TransactionStuck
 
     the_lane, consumer, writer, events, stop = lane(guarantee="exactly-once", commit_interval_ms=50)
     consumer.group = {P1: 100}

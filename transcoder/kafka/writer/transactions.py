@@ -1,10 +1,10 @@
-"""The exactly-once writer's transactional calls (transcoder.kafka.writer.Writer holds one `WriterTransactions`):
+"""The exactly-once sink's transactional calls (kafka.writer.transactional holds one `WriterTransactions`):
 starting transactions on a new transactional producer, committing with the consumer's offsets, aborting, releasing
 the group's pending offsets, each asked again while the coordinator is unreachable, and the one error that says
 why a transaction stopped (fenced by another instance, or failed for good).
 
-The producer (librdkafka's, or transcoder's BatchProducer: the same calls) is the writer's: each call is handed it.
-What a transaction holds (the records' ledger entries, failures, open batches, the offset map) is the writer's too:
+The producer (librdkafka's, or transcoder's BatchProducer: the same calls) is the sink's: each call is handed it.
+What a transaction holds (the records' ledger entries, failures, open batches, the offset map) is the sink's too:
 it delivers them before a commit and forgets them after an abort, around these calls.
 """
 
@@ -20,10 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from transcoder.errors import DeliveryError, TranscoderError
 from transcoder.kafka.batch_producer import BatchProducer
 from transcoder.kafka.failure_log import FailureLog
-
-#: Errors with which Kafka tells a transactional producer that a newer one with its transactional.id took over.
-FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
-
+from transcoder.kafka.writer.failures import FENCED, Failure
 
 #: One transaction call (commit, abort) waits at most this long before it is asked again (up to the deadline of
 #: the call's whole retry): a lane whose commit waits on an unreachable coordinator says so (readiness 503) within
@@ -40,16 +37,17 @@ TransactionalProducer = Producer | BatchProducer
 
 class TransactionStuck(DeliveryError):
     """A transactional call of librdkafka's producer did not return within its timeout and STUCK_AFTER_S: the
-    producer cannot be used again (its call is still under way); the writer takes its transactional id over with a
+    producer cannot be used again (its call is still under way); the sink takes its transactional id over with a
     new one (which fences it, and aborts its open transaction) and the lane reads again from the last commit."""
 
 
-def _bounded(p: TransactionalProducer, call: Callable[[float], None], timeout: float, what: str) -> None:
-    """`call(timeout)` of librdkafka's producer `p` on a thread of its own, given up STUCK_AFTER_S past `timeout`
-    (TransactionStuck); what it raises is raised here. transcoder's own producer keeps its timeouts: called here."""
-    if not isinstance(p, Producer):
-        call(timeout)
-        return
+#: How a transactional call that may block is made: `(call, timeout, what)` runs `call(timeout)`, or raises.
+BlockingCall = Callable[[Callable[[float], None], float, str], None]
+
+
+def bounded(call: Callable[[float], None], timeout: float, what: str) -> None:
+    """`call(timeout)` of librdkafka's producer on a thread of its own, given up STUCK_AFTER_S past `timeout`
+    (TransactionStuck); what it raises is raised here."""
     done = threading.Event()
     raised: list[BaseException] = []
 
@@ -70,11 +68,19 @@ def _bounded(p: TransactionalProducer, call: Callable[[float], None], timeout: f
         raise raised[0]
 
 
-class WriterTransactions:
-    """The transactions of one writer's transactional producer (exactly-once: one destination per lane)."""
+def direct(call: Callable[[float], None], timeout: float, what: str) -> None:
+    """`call(timeout)` on the caller's thread: transcoder's own producer keeps its timeouts."""
+    call(timeout)
 
-    def __init__(self, name: str, transaction_timeout_ms: int, *, logger: Any = None) -> None:
+
+class WriterTransactions:
+    """The transactions of one sink's transactional producer (exactly-once: one destination per lane)."""
+
+    def __init__(self, name: str, transaction_timeout_ms: int, *, logger: Any = None,
+                 blocking: BlockingCall = bounded) -> None:
         self.name = name  # the lane's, in the errors
+        #: how a call that may block past its timeout is made: `bounded` (librdkafka's producer) or `direct`
+        self.blocking = blocking
         self.transaction_timeout_ms = transaction_timeout_ms
         #: the transactional id of the partitions assigned, once `begin` has started its transactions
         self.transactional_id: str | None = None
@@ -116,7 +122,8 @@ class WriterTransactions:
         # is then refused (fenced: aborted here, and read again from the last commit). Each call waits at most
         # TXN_CALL_TIMEOUT_S, so that the lane says within seconds that it waits on Kafka.
         deadline = time.monotonic() + max(timeout, self.transaction_timeout_ms / 1000 + 30)
-        steps = [lambda left: _bounded(p, lambda t: p.send_offsets_to_transaction(offsets, group, t), left,
+        steps: list[Callable[[float], None]] = [
+            lambda left: self.blocking(lambda t: p.send_offsets_to_transaction(offsets, group, t), left,
                                        "send_offsets_to_transaction")] if offsets else []
         steps.append(p.commit_transaction)
         for step in steps:
@@ -135,12 +142,6 @@ class WriterTransactions:
                         retrying(f"committing a transaction: {err.str()}")
         self.retries.succeeded("transaction_commit_retried", time.monotonic())
         p.begin_transaction()
-
-    @staticmethod
-    def doomed(producers: Iterable[TransactionalProducer]) -> bool:
-        """Whether the open transaction can no longer commit (transcoder's batch producer knows it before the
-        commit: a batch it could not deliver within the transaction)."""
-        return any(isinstance(p, BatchProducer) and p.doomed for p in producers)
 
     def abort(self, p: TransactionalProducer, timeout: float, retrying: Callable[[str], None] | None = None) -> None:
         """Abort the open transaction of `p` (the next one is not begun here). `retrying`: as for `commit`."""
@@ -173,8 +174,8 @@ class WriterTransactions:
         partition) the transaction holds those and commits: a lost marker's offsets end as they were committed.
         Without, it holds them at 0 and aborts: the group keeps its last stable commit. None when done, else why
         not (Kafka unreachable: ask again later); TranscoderError when this producer is fenced or failed for good.
-        `abort(timeout)`: the writer's abort (it forgets what the transaction held, and begins the next one);
-        `replace(timeout)`: the writer's new producer for one stuck in a call (TransactionStuck)."""
+        `abort(timeout)`: the sink's abort (it forgets what the transaction held, and begins the next one);
+        `replace(timeout)`: the sink's new producer for one stuck in a call (TransactionStuck)."""
         try:
             return self._release(p, partitions, group, timeout, abort, known)
         except TransactionStuck as exc:
@@ -203,8 +204,8 @@ class WriterTransactions:
         not_added = None
         try:
             at_0 = [TopicPartition(tp.topic, tp.partition, 0) for tp in partitions]
-            _bounded(p, lambda t: p.send_offsets_to_transaction(at_0, group, t), timeout,
-                     "send_offsets_to_transaction")
+            self.blocking(lambda t: p.send_offsets_to_transaction(at_0, group, t), timeout,
+                          "send_offsets_to_transaction")
         except KafkaException as exc:  # the group's partition may not be in the transaction: no marker for it
             err = exc.args[0]
             if err.fatal() or err.name() in FENCED:
@@ -218,26 +219,18 @@ class WriterTransactions:
             return str(exc)
         return not_added
 
-    @staticmethod
-    def abandon(p: TransactionalProducer) -> None:
-        """A producer stuck in a call (TransactionStuck, librdkafka's only): its records purged and their reports
-        served (the writer forgets them); it is left as it is, never destroyed under its own call."""
-        if isinstance(p, Producer):
-            p.purge()
-            p.poll(0)
-
-    def call(self, call: Callable[[float], int], timeout: float, failures: Iterable[Any]) -> int:
+    def call(self, call: Callable[[float], int], timeout: float, failures: Iterable[Failure]) -> int:
         """flush or poll of the transactional producer. Once it is fenced (or failed otherwise for good),
         confluent-kafka raises from inside its delivery callbacks (KafkaException or SystemError): one error
-        that says why instead. `failures`: the writer's failed records (writer.Failure: code, reason)."""
+        that says why instead. `failures`: the sink's failed records."""
         try:
             return call(timeout)
         except (KafkaException, SystemError) as exc:
             raise self.fatal(exc, failures) from None
 
-    def fatal(self, exc: BaseException | None, failures: Iterable[Any]) -> TranscoderError:
+    def fatal(self, exc: BaseException | None, failures: Iterable[Failure]) -> TranscoderError:
         """Why the transactional producer stopped: what `exc` raised, its error callback's last fatal error, or a
-        failed record (writer.Failure) that says it was fenced."""
+        failed record that says it was fenced."""
         # The error raised from the callback says why itself (a SystemError carries it as its cause); the error
         # callback may not have been served yet.
         cause = exc

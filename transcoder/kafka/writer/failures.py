@@ -1,19 +1,20 @@
-"""What a writer (transcoder.kafka.writer.Writer) does with the records a destination did not take: the records of
-a batch the broker refused whole are sent again, each alone (`RefusedRecords`), and a record that failed for good is
-copied to the dead-letter topic (`DeadLetters`, errors.tolerance=all) or stops the engine.
+"""What a sink (kafka.writer) does with the records a destination did not take: the records of a batch the broker
+refused whole are sent again, each alone (`RefusedRecords`), and a record that failed for good (`Failures`) is copied
+to the dead-letter topic (`DeadLetters`, errors.tolerance=all) or stops the engine (`NoDeadLetters`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Protocol
 
 import structlog
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
 
 from transcoder.errors import DeliveryError
-from transcoder.kafka.batch_producer import Delivered
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import Target
@@ -33,7 +34,24 @@ BATCH_REFUSALS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIS
                             KafkaError.INVALID_RECORD, KafkaError.INVALID_TIMESTAMP,
                             KafkaError._INVALID_DIFFERENT_RECORD})
 
-Record = Message | Delivered
+#: Errors with which Kafka tells a transactional producer that a newer one with its transactional.id took over.
+FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+
+
+
+class Record(Protocol):
+    """A record as a sink reads it: the accessors of confluent_kafka.Message (a consumed record, or a delivery
+    report's), and of the batch producer's `Delivered`. A consumed record without an error has its topic,
+    partition and offset."""
+
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def headers(self) -> Sequence[tuple[str, bytes | None]] | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def error(self) -> KafkaError | None: ...
 
 
 @dataclass(frozen=True)
@@ -91,10 +109,12 @@ class RefusedRecords:
             m = f.message
             assert m is not None
             ts_type, ts = m.timestamp()
+            h = m.headers()
+            headers: list[tuple[str, str | bytes | None]] | None = list(h) if h is not None else None
             try:
                 self.producer(self.target_of[f.destination]).produce(
                     f.destination, m.value(), m.key(), m.partition(),
-                    timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=m.headers(),
+                    timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=headers,
                     on_delivery=partial(self._delivered, f))
             except BufferError:  # its local queue is full: the rest go at the next poll, in order
                 self.waiting[:0] = refused[i:]
@@ -104,7 +124,8 @@ class RefusedRecords:
 
     def _delivered(self, f: Failure, err: KafkaError | None, m: Message) -> None:
         if err is None:
-            self._acked(f, m.offset())
+            offset = m.offset()  # a delivered record's: never None
+            self._acked(f, -1 if offset is None else offset)
         else:
             self._failed(replace(f, code=err.name(), reason=err.str()))
 
@@ -132,6 +153,13 @@ class DeadLetters:
         #: a record in neither its destination nor the DLQ: the engine must stop
         self.fatal: DeliveryError | None = None
 
+    def poll(self) -> None:
+        """Serve the dead-letter copies' reports."""
+        self.producer.poll(0)
+
+    def flush(self, timeout: float) -> None:
+        self.producer.flush(timeout)
+
     def send(self, f: Failure) -> None:
         """Copy the record of failure `f` to the dead-letter topic."""
         self._produce(f)
@@ -142,7 +170,7 @@ class DeadLetters:
         assert self.topic
         dlq_topic = self.topic
         msg = f.message
-        headers = list(msg.headers() or []) if msg is not None else []
+        headers: list[tuple[str, str | bytes | None]] = list(msg.headers() or []) if msg is not None else []
         headers += list(zip(DLQ_HEADERS, (f.source[0].encode(), str(f.source[1]).encode(), str(f.offset).encode(),
                                           f.destination.encode(), f.reason.encode()), strict=True))
         ts_type, ts = msg.timestamp() if msg is not None else (TIMESTAMP_NOT_AVAILABLE, 0)
@@ -166,3 +194,77 @@ class DeadLetters:
         self.producer.produce(dlq_topic, msg.value() if msg else None, msg.key() if msg else None,
                               timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, headers=headers,
                               on_delivery=delivered)
+
+
+class NoDeadLetters:
+    """errors.tolerance=none: a record that failed for good stops the engine, named in one error."""
+
+    count = 0  # records dead-lettered: never any
+    fatal: DeliveryError | None = None
+
+    def __init__(self, lane: str) -> None:
+        self.lane = lane
+
+    def poll(self) -> None:
+        pass
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+    def send(self, f: Failure) -> None:
+        raise DeliveryError(f"lane {self.lane}: record {f.where} could not be written to "
+                            f"{f.destination}: {f.reason} (errors.tolerance=none)",
+                            topic=f.source[0], partition=f.source[1], offset=f.offset, kafka_error=f.code)
+
+
+class DeadLetterTopic(Protocol):
+    """Where a record that failed for good goes: DeadLetters, or NoDeadLetters."""
+
+    @property
+    def count(self) -> int: ...
+    @property
+    def fatal(self) -> DeliveryError | None: ...
+
+    def poll(self) -> None: ...
+    def flush(self, timeout: float) -> None: ...
+    def send(self, f: Failure) -> None: ...
+
+
+class Failures:
+    """The records of one lane that failed for good, until handled: each counted (`metrics.error`, the cutover
+    gate's `errors_total` and `last_error_ms`) and dead-lettered, or the engine stops."""
+
+    def __init__(self, ledger: Ledger, error: Callable[[str], None], dead_letters: DeadLetterTopic) -> None:
+        self.ledger = ledger
+        self._error = error  # the metrics' error counter, by Kafka's error name
+        self.dead_letters = dead_letters
+        #: failed records not yet handled, in order
+        self.records: list[Failure] = []
+        #: failed records so far (dead-lettered or fatal), and when the last one was (epoch ms): the cutover gate
+        self.errors_total = 0
+        self.last_error_ms: int | None = None
+
+    def failed(self, f: Failure, code: int = 0) -> None:
+        """A record failed (a delivery report's, with Kafka's error `code`): never commit past it."""
+        self.ledger.hold(f.source, f.offset)
+        self.records.append(f)
+
+    def raise_fatal(self) -> None:
+        """A record in neither its destination nor the dead-letter topic: the engine stops."""
+        if self.dead_letters.fatal is not None:
+            raise self.dead_letters.fatal
+
+    def handle(self) -> None:
+        """Dead-letter each failed record (errors.tolerance=all), or raise DeliveryError naming it."""
+        self.raise_fatal()
+        records = self.records
+        while records:
+            f = records.pop(0)
+            self._error(f.code)
+            self.errors_total += 1
+            self.last_error_ms = int(time.time() * 1000)
+            self.dead_letters.send(f)
+
+    def fenced(self) -> bool:
+        """Whether a failed record says its transactional producer was fenced (transactions.FENCED)."""
+        return any(f.code in FENCED for f in self.records)

@@ -1,4 +1,4 @@
-"""What a writer (transcoder.kafka.writer.Writer) reports to the metrics, and how it samples the latency of the
+"""What a sink (kafka.writer) reports to the metrics, and how it samples the latency of the
 records of a delivered batch."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from transcoder.kafka.statistics import Window
 
 
 class WriterMetrics(Protocol):
-    """What the writer reports (metrics.registry.LaneMetrics has it); declared here so kafka imports no metrics."""
+    """What a sink reports (metrics.registry.LaneMetrics has it); declared here so kafka imports no metrics."""
 
     def acked(self, destination: str, codec: str, n: int) -> None: ...
     def produced(self, destination: str, codec: str, batch_bytes: Window, batch_records: Window,

@@ -1,4 +1,4 @@
-"""The producers a writer (transcoder.kafka.writer.Writer) builds: librdkafka's for a destination whose batches
+"""The producers a sink (kafka.writer) builds: librdkafka's for a destination whose batches
 librdkafka makes, transcoder's BatchProducer for one whose batches transcoder makes, a producer that sends refused
 records one by one, and the dead-letter topic's; and the factory that creates them (an engine's attributes the
 clients' threads to its lane).
@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError
 
 from transcoder.config import Batch, Config
 from transcoder.kafka.batch_producer import BatchProducer, Transactions
 from transcoder.kafka.clients import client_config
 from transcoder.kafka.statistics import TopicProduce
+from transcoder.kafka.writer.failures import Record
 from transcoder.pipeline.routes import Target
 
 LARGEST_RECORD = 64 * 1024 * 1024  # producer-side bound; the broker's max.message.bytes applies to the batch
@@ -25,7 +26,7 @@ ClientFactory = Callable[[str, Callable[[], Any], Callable[[Any], None] | None],
 
 
 def build_client(part: str, make: Callable[[], Any], start: Callable[[Any], None] | None) -> Any:
-    """The ClientFactory of a writer given none: the client made, then started if `start` says how."""
+    """The ClientFactory of a sink given none: the client made, then started if `start` says how."""
     client = make()
     if start is not None:
         start(client)
@@ -33,7 +34,7 @@ def build_client(part: str, make: Callable[[], Any], start: Callable[[Any], None
 
 
 def producer_config(config: Config, client_id: str, target: Target,
-                    on_delivery: Callable[[KafkaError | None, Message], None],
+                    on_delivery: Callable[[KafkaError | None, Record], None],
                     stats_cb: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The librdkafka producer of one destination: its codec, level and batching, idempotent."""
     d = target.destination
