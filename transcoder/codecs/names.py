@@ -24,7 +24,7 @@ LEVELS: dict[Codec, tuple[int, int] | None] = {
 }
 
 #: librdkafka caps `compression.level` at 12 for every codec: zstd 13..22 batches are built by
-#: transcoder itself (codecs.framing's encode_batches, sent by kafka.batch_producer's BatchProducer).
+#: transcoder itself (codecs.framing's encode_batches, sent by kafka.producer's BatchProducer).
 LIBRDKAFKA_MAX_LEVEL = 12
 
 

@@ -23,10 +23,10 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException,
 from transcoder.codecs import built_here
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer, Delivered, Transactions
 from transcoder.kafka.clients import start_threads
 from transcoder.kafka.destination_batcher import DestinationBatcher
 from transcoder.kafka.offset_map_topic import OffsetMapRecorder
+from transcoder.kafka.producer import BatchProducer, Delivered, Transactions
 from transcoder.kafka.statistics import TopicProduce, producer_topics
 from transcoder.kafka.writer_failures import (
     BATCH_REFUSALS,

@@ -13,7 +13,7 @@ import structlog
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
 
 from transcoder.errors import DeliveryError
-from transcoder.kafka.batch_producer import Delivered
+from transcoder.kafka.producer import Delivered
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import Target

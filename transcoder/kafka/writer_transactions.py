@@ -18,8 +18,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer
 from transcoder.kafka.failure_log import FailureLog
+from transcoder.kafka.producer import BatchProducer
 
 #: Errors with which Kafka tells a transactional producer that a newer one with its transactional.id took over.
 FENCED = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})

@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from transcoder.codecs import stored_from_columns
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import Delivered
+from transcoder.kafka.producer import Delivered
 from transcoder.kafka.statistics import Window
 from transcoder.kafka.writer import Writer
 from transcoder.kafka.writer_columns import write_columns
