@@ -254,3 +254,33 @@ def test_a_producer_id_refused_for_now_is_asked_again_after_a_back_off_counted_a
     assert [(e["event"], e.get("error", e.get("last_error"))) for e in logs if e["event"] != "producer_id"] == [
         ("init_producer_id_failed", "COORDINATOR_LOAD_IN_PROGRESS"),
         ("kafka_requests_succeed_again", "COORDINATOR_LOAD_IN_PROGRESS")]
+
+
+# ------------------------------------------------------------------ the accumulator
+def _accumulator(queue_max_bytes: int = 1 << 20) -> Any:
+    import threading
+
+    from transcoder.kafka.producer.accumulator import RecordAccumulator
+
+    return RecordAccumulator(threading.Lock(), client_id="c1", max_bytes=1 << 20, max_records=1000, linger_ms=0,
+                             queue_max_bytes=queue_max_bytes)
+
+
+def test_the_accumulator_counts_records_until_served_and_refuses_when_full_or_closed():
+    from transcoder.kafka.producer.accumulator import Pending
+
+    acc = _accumulator(queue_max_bytes=10)
+    acc.add(TP, (b"k", b"v", (), 0, 6))
+    with pytest.raises(BufferError):
+        acc.add(TP, (b"k", b"v", (), 0, 6))
+    assert len(acc) == 1
+    drained = acc.next_round(Pending(acc.purges), lambda tp, now: 0.0)
+    assert drained is not None and drained.taken == {TP: [(b"k", b"v", (), 0, 6)]}
+    assert len(acc) == 1  # in flight: counted until its report is served
+    acc.served(Batch(TP, drained.taken[TP], 0, b"", 0.0, 6))
+    assert len(acc) == 0
+    acc.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        acc.add(TP, (b"k", b"v", (), 0, 1))
+    assert acc.next_round(Pending(acc.purges), lambda tp, now: 0.0) is None  # closing: the sender stops
+

@@ -43,6 +43,9 @@ class Drained:
 
 
 class RecordAccumulator:
+    """One producer's queue: records and sections per partition, under the producer's lock (`lock`, shared with
+    the reports and the transaction: the caller's thread and the sender's move them together)."""
+
     def __init__(self, lock: threading.Lock, *, client_id: str, max_bytes: int, max_records: int, linger_ms: int,
                  queue_max_bytes: int) -> None:
         self.client_id = client_id

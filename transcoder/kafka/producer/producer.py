@@ -65,6 +65,8 @@ BatchCallback = Callable[[KafkaError | None, str, int, int, Any], None]
 
 
 class BatchProducer:
+    """The front: confluent_kafka.Producer's calls a lane uses, each handed to the part that owns it."""
+
     def __init__(self, librdkafka: Mapping[str, Any], *, codec: Codec, level: int | None, client_id: str,
                  linger_ms: int, max_bytes: int, max_records: int, on_delivery: DeliveryCallback,
                  on_stats: Callable[[dict[str, TopicProduce]], None] | None = None, stats_interval_ms: int = 5000,

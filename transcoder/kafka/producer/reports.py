@@ -14,6 +14,8 @@ from transcoder.kafka.statistics import TopicProduce
 
 
 class DeliveryReports:
+    """The reports sink: what the sender settled, until the caller's `poll` serves it."""
+
     def __init__(self, lock: threading.Lock) -> None:
         self._lock = lock
         self._delivered = threading.Condition(lock)  # poll waits on it for delivery reports

@@ -65,6 +65,9 @@ class Answers:
 
 
 class ProduceRequests:
+    """The Produce requests of one producer: where each partition's leader is, each partition's back-off, and a
+    handler per outcome of an answer; the producer id (`renew_producer_id`)."""
+
     def __init__(self, client: RawClient, *, client_id: str, sequences: ProducerSequences,
                  accumulator: RecordAccumulator, encoder: BatchEncoder, reports: DeliveryReports,
                  failures: FailureLog, transaction: TransactionSession | None, request_timeout_ms: int,
@@ -111,7 +114,7 @@ class ProduceRequests:
                 self.backoff.failed(tp, now)
                 retry[tp] = b
             elif txn is not None and not txn.holds(tp):  # not added to the transaction yet
-                if not self.coordinator_busy:  # busy: asked again after TXN_RETRY_BACKOFF_S (the producer's loop)
+                if not self.coordinator_busy:  # busy: asked again after TXN_RETRY_BACKOFF_S (the sender's loop)
                     self.backoff.failed(tp, now)
                 retry[tp] = b
             else:

@@ -32,6 +32,8 @@ def _log() -> Any:
 
 
 class Sender:
+    """The sender's thread: drains the accumulator, seals, sends one round at a time and seals the next meanwhile."""
+
     def __init__(self, *, client_id: str, accumulator: RecordAccumulator, encoder: BatchEncoder,
                  requests: ProduceRequests, reports: DeliveryReports, transaction: TransactionSession | None,
                  request_timeout_ms: int) -> None:
@@ -43,6 +45,7 @@ class Sender:
 
     @property
     def started(self) -> bool:
+        """Whether the thread was started (it is never started twice)."""
         return self._thread is not None
 
     def start(self) -> None:

@@ -48,6 +48,7 @@ class TransactionSession:
 
     @property
     def transactions(self) -> Transactions:
+        """The transactional id, its time-out and its consumer group."""
         return self.requests.transactions
 
     @property
