@@ -5,7 +5,6 @@ renews)."""
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException
 from transcoder.errors import TranscoderError
 from transcoder.kafka.producer.batches import Batch, Round
 from transcoder.kafka.producer.errors import ProduceError, raises_kafka_exception
+from transcoder.kafka.producer.guarantee import Admission, Idempotent
 from transcoder.kafka.producer.requests import ProduceRequests
 from transcoder.kafka.producer.sequences import ProducerSequences
 from transcoder.kafka.producer.statistics import SentBatches
@@ -91,7 +91,7 @@ class _Failures:
 
 class _Host:
     """The Produce requests' collaborators in one fake (the raw client, the accumulator, the encoder, the reports
-    and, exactly-once, the transaction): records what the requests ask of each, through their public methods."""
+    and, exactly-once, the guarantee): records what the requests ask of each, through their public methods."""
 
     client_id = "c1"
 
@@ -107,7 +107,6 @@ class _Host:
         self.split: list = []
         self.unready: list = []
         self.renewed = 0
-        self.transactions = SimpleNamespace(transactional_id=txn.transactional_id if txn else "")
 
     # the raw client
     def leaders(self, topics: Any) -> dict:
@@ -145,29 +144,28 @@ class _Host:
     def sent(self, b: Batch) -> None:
         pass
 
-    # the transaction
-    @property
-    def doomed(self) -> bool:
+    # the guarantee, exactly-once (the transaction: guarantee.Guarantee)
+    doomed = False
+    produce_fields: dict = {}
+
+    def admit(self, batches: dict) -> Admission:
         assert self.txn is not None
-        return self.txn.failed
+        self.txn.added(tps for tps in batches if tps not in self.txn.partitions)
+        return Admission()
 
     def holds(self, tp: tuple[str, int]) -> bool:
         assert self.txn is not None
         return tp in self.txn.partitions
 
-    def add_partitions(self, tps: set) -> bool:
-        assert self.txn is not None
-        self.txn.added(tps)
-        return False
-
-    def drop(self, batches: list, err: ProduceError) -> None:
+    def abandon(self, batches: list, err: ProduceError) -> bool:
         self.dropped.append((len(batches), err.code, err.txn_requires_abort))
+        return True
 
 
 def _requests(host: _Host, errors: KafkaErrors | None = None) -> ProduceRequests:
     return ProduceRequests(host, client_id="c1", sequences=host.seq, accumulator=host,  # type: ignore[arg-type]
                            encoder=host, reports=host, failures=host.failures,  # type: ignore[arg-type]
-                           transaction=host if host.txn is not None else None,  # type: ignore[arg-type]
+                           guarantee=host if host.txn is not None else Idempotent(),
                            request_timeout_ms=1000, delivery_timeout_s=300, backoff=Backoff(10, 10),
                            errors=errors or KafkaErrors())
 

@@ -34,6 +34,7 @@ the caller's front: it builds the parts, hands each its collaborators, and serve
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,7 @@ from transcoder.kafka.producer.accumulator import RecordAccumulator
 from transcoder.kafka.producer.batches import Delivered, Headers
 from transcoder.kafka.producer.encoder import BatchEncoder
 from transcoder.kafka.producer.errors import NoAnswer, raises_kafka_exception
+from transcoder.kafka.producer.guarantee import Guarantee, Idempotent
 from transcoder.kafka.producer.reports import DeliveryReports
 from transcoder.kafka.producer.requests import ProduceRequests
 from transcoder.kafka.producer.sender import Sender
@@ -119,23 +121,34 @@ class BatchProducer:
 
     @transactions.setter
     def transactions(self, transactions: Transactions | None) -> None:
+        """The parts, wired here: the guarantee is chosen once (the parts never ask which one they hold)."""
         self._transactions = transactions
-        #: exactly-once: the transaction (its state, moved under the lock by the caller's thread and the sender's;
-        #: its requests, with where its coordinators are)
-        self.transaction = TransactionSession(
-            TransactionRequests(transactions, self.client_id, self._failures, self._backoff_ms[0] / 1000),
-            self._coord, lock=self._lock, sequences=self.sequences, accumulator=self.accumulator,
-            reports=self.reports) if transactions is not None else None
+        guarantee: Guarantee
+        if transactions is None:
+            self.transaction = None
+            guarantee = Idempotent()
+        else:
+            #: exactly-once: the transaction (its state, moved under the lock by the caller's thread and the
+            #: sender's; its requests, with where its coordinators are)
+            self.transaction = guarantee = TransactionSession(
+                TransactionRequests(transactions, self.client_id, self._failures, self._backoff_ms[0] / 1000),
+                self._coord, lock=self._lock, sequences=self.sequences, accumulator=self.accumulator,
+                reports=self.reports)
+        self._guarantee = guarantee
         self.encoder = BatchEncoder(self.sequences, codec=self.codec, level=self.level,
                                     transactional=transactions is not None)
         #: the Produce requests: where the leaders are, how the last rounds went
         self.requests = ProduceRequests(
             self._info, client_id=self.client_id, sequences=self.sequences, accumulator=self.accumulator,
-            encoder=self.encoder, reports=self.reports, failures=self._failures, transaction=self.transaction,
+            encoder=self.encoder, reports=self.reports, failures=self._failures, guarantee=guarantee,
             request_timeout_ms=self._request_timeout_ms, delivery_timeout_s=self._delivery_timeout,
             backoff=Backoff(*self._backoff_ms), errors=self._errors)
+        #: the first producer id (`start`): the idempotent producer's own, or the transactional id's
+        self._first_producer_id: Callable[[float], None] = (
+            self.requests.renew_producer_id if self.transaction is None
+            else functools.partial(raises_kafka_exception(self.transaction.init), own=False))
         self.sender = Sender(client_id=self.client_id, accumulator=self.accumulator, encoder=self.encoder,
-                             requests=self.requests, reports=self.reports, transaction=self.transaction,
+                             requests=self.requests, reports=self.reports, guarantee=guarantee,
                              request_timeout_ms=self._request_timeout_ms)
 
     # ------------------------------------------------------------------ the caller's side
@@ -144,10 +157,7 @@ class BatchProducer:
         (within the request timeout). A transactional producer starts with `init_transactions`."""
         if self.sender.started:
             return
-        if self.transaction is None:
-            self.requests.renew_producer_id(self._request_timeout_ms / 1000)
-        else:
-            raises_kafka_exception(self.transaction.init)(self._request_timeout_ms / 1000, own=False)
+        self._first_producer_id(self._request_timeout_ms / 1000)
         self.sender.start()
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1, *,
@@ -289,7 +299,7 @@ class BatchProducer:
     @property
     def doomed(self) -> bool:
         """Whether the open transaction cannot commit any more (the caller aborts it)."""
-        return self.transaction is not None and self.transaction.doomed
+        return self._guarantee.doomed
 
     def _transactional(self) -> TransactionSession:
         assert self.transaction is not None, "a transactional producer's call"

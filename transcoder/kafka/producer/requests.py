@@ -45,9 +45,9 @@ from transcoder.kafka.producer.errors import (
     is_invalid_metadata,
     is_retriable,
 )
+from transcoder.kafka.producer.guarantee import Guarantee
 from transcoder.kafka.producer.reports import DeliveryReports
 from transcoder.kafka.producer.sequences import ProducerSequences
-from transcoder.kafka.producer.transactions import TransactionSession
 from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.retries import KAFKA_ERRORS, Backoff, KafkaErrors, kafka_error_name
 from transcoder.pipeline import batching
@@ -70,12 +70,12 @@ class ProduceRequests:
 
     def __init__(self, client: RawClient, *, client_id: str, sequences: ProducerSequences,
                  accumulator: RecordAccumulator, encoder: BatchEncoder, reports: DeliveryReports,
-                 failures: FailureLog, transaction: TransactionSession | None, request_timeout_ms: int,
+                 failures: FailureLog, guarantee: Guarantee, request_timeout_ms: int,
                  delivery_timeout_s: float, backoff: Backoff, errors: KafkaErrors | None = None) -> None:
         #: the Produce requests' connection
         self.client, self.client_id = client, client_id
         self._seq, self._acc, self._encoder, self._reports = sequences, accumulator, encoder, reports
-        self._failures, self._txn = failures, transaction
+        self._failures, self._guarantee = failures, guarantee
         #: per partition (a batch sent again), "metadata" (the leaders' lookup) and "producer_id" (InitProducerId)
         self.backoff = backoff
         self._errors = KAFKA_ERRORS if errors is None else errors
@@ -95,36 +95,32 @@ class ProduceRequests:
     def start(self, batches: dict[Partition, Batch]) -> Round:
         """Send each batch once, one Produce request per leader, all in flight at once; `finish` reads the
         answers. In a transaction, partitions are added to it first (those not added wait for the next round)."""
-        txn = self._txn
-        self.coordinator_busy = False
+        guarantee = self._guarantee
         now = time.monotonic()
         self._look_up_leaders({tp[0] for tp in batches if self.leaders.get(tp, -1) < 0}, now)
         by_leader: dict[int, dict[Partition, Batch]] = {}
         retry: dict[Partition, Batch] = {}
-        if txn is not None:
-            if txn.doomed:  # the transaction is lost: nothing more of it is sent
-                txn.drop(list(batches.values()), txn.error)
-                return Round({}, {})
-            new = {tp for tp in batches if not txn.holds(tp)}
-            if new:
-                self.coordinator_busy = txn.add_partitions(new)
+        admission = guarantee.admit(batches)
+        self.coordinator_busy = admission.busy
+        if admission.lost:  # the transaction is lost: nothing more of it is sent
+            return Round({}, {})
         for tp, b in batches.items():
             leader = self.leaders.get(tp, -1)
             if leader < 0:  # not known yet: asked again after the back-off
                 self.backoff.failed(tp, now)
                 retry[tp] = b
-            elif txn is not None and not txn.holds(tp):  # not added to the transaction yet
+            elif not guarantee.holds(tp):  # not added to the transaction yet
                 if not self.coordinator_busy:  # busy: asked again after TXN_RETRY_BACKOFF_S (the sender's loop)
                     self.backoff.failed(tp, now)
                 retry[tp] = b
             else:
                 by_leader.setdefault(leader, {})[tp] = b
         started: dict[int, tuple[dict[Partition, Batch], Any]] = {}
-        txn_id = {"transactional_id": txn.transactions.transactional_id} if txn is not None else {}
+        fields = guarantee.produce_fields
         for leader, group in by_leader.items():
             try:
                 call: Any = self.client.produce_start({tp: b.payload for tp, b in group.items()}, leader=leader,
-                                                      timeout_ms=self._request_timeout_ms, **txn_id)
+                                                      timeout_ms=self._request_timeout_ms, **fields)
             except NoAnswer as exc:  # not sent: read as an unanswered request
                 call = exc
             started[leader] = (group, call)
@@ -288,9 +284,7 @@ class ProduceRequests:
     def _renew(self, b: Batch, code: int, answers: Answers) -> None:
         """The broker forgot the producer id: idempotent, sent again under a new one; in a transaction, it is lost
         with the transaction."""
-        if self._txn is not None:
-            self._txn.drop([b], _abortable(b.tp, code))
-        else:
+        if not self._guarantee.abandon([b], _abortable(b.tp, code)):
             answers.retry[b.tp] = b
             answers.renew = True
 
@@ -319,8 +313,8 @@ class ProduceRequests:
         """Refused for good. In a transaction, fenced or ended by the coordinator: the transaction is lost (the
         abort's epoch bump tells which). Otherwise reported failed; the next batch takes its sequences."""
         tp = b.tp
-        if self._txn is not None and code in batching.SEQUENCE_BROKEN_CODES | {PRODUCER_FENCED}:
-            self._txn.drop([b], _abortable(tp, code))
+        if code in batching.SEQUENCE_BROKEN_CODES | {PRODUCER_FENCED} and self._guarantee.abandon(
+                [b], _abortable(tp, code)):
             return
         self._seq.set_back(tp, b.base_sequence)
         answers.renew = answers.renew or code in batching.SEQUENCE_BROKEN_CODES
@@ -340,9 +334,7 @@ class ProduceRequests:
                 continue
             del answers.retry[tp]
             why = f"{tp[0]} [{tp[1]}]: not acknowledged within {self._delivery_timeout:.0f} s"
-            if self._txn is not None:
-                self._txn.drop([b], ProduceError(MSG_TIMED_OUT, why, txn_requires_abort=True))
-            else:
+            if not self._guarantee.abandon([b], ProduceError(MSG_TIMED_OUT, why, txn_requires_abort=True)):
                 answers.renew = True
                 answers.done.append((ProduceError(MSG_TIMED_OUT, why), b, -1))
 

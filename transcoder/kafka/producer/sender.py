@@ -1,7 +1,7 @@
 """The batch producer's sender: its own thread and loop (take, seal, send, and while the broker writes, take and seal
 the next), as aiokafka's `producer/sender.py` owns its `_sender_routine`. Its collaborators are handed in: the
 accumulator it drains, the encoder that seals, the Produce requests (one round: `start`, then `finish`), the reports
-a failed round goes to, and exactly-once the transaction a failed round dooms.
+a failed round goes to, and the guarantee (exactly-once: the transaction a failed round dooms).
 
 A round that raises reports what it held failed (in a transaction: the transaction is lost with it) and renews the
 producer id, as what the broker got of them is unknown (their sequences are never reused): at least once, never
@@ -21,10 +21,10 @@ from transcoder.kafka.producer.accumulator import Pending, RecordAccumulator
 from transcoder.kafka.producer.batches import Batch, Partition, Record
 from transcoder.kafka.producer.encoder import BatchEncoder
 from transcoder.kafka.producer.errors import FAILED, ProduceError
+from transcoder.kafka.producer.guarantee import Guarantee
 from transcoder.kafka.producer.reports import DeliveryReports
 from transcoder.kafka.producer.requests import ProduceRequests
 from transcoder.kafka.producer.transaction_requests import TXN_RETRY_BACKOFF_S
-from transcoder.kafka.producer.transactions import TransactionSession
 
 
 def _log() -> Any:
@@ -35,11 +35,11 @@ class Sender:
     """The sender's thread: drains the accumulator, seals, sends one round at a time and seals the next meanwhile."""
 
     def __init__(self, *, client_id: str, accumulator: RecordAccumulator, encoder: BatchEncoder,
-                 requests: ProduceRequests, reports: DeliveryReports, transaction: TransactionSession | None,
+                 requests: ProduceRequests, reports: DeliveryReports, guarantee: Guarantee,
                  request_timeout_ms: int) -> None:
         self.client_id = client_id
         self._acc, self._encoder, self._requests, self._reports = accumulator, encoder, requests, reports
-        self._txn = transaction
+        self._guarantee = guarantee
         self._request_timeout_s = request_timeout_ms / 1000
         self._thread: threading.Thread | None = None
 
@@ -96,8 +96,7 @@ class Sender:
         failed = sealed + [Batch(tp, records, -1, b"", now, sum(r[4] for r in records))
                            for tp, records in taken.items()] + [
             Batch(tp, None, -1, b"", now, s.size, section=s) for tp, s in sections.items()]
-        if self._txn is not None:
-            self._txn.drop(failed, ProduceError(FAILED, why, txn_requires_abort=True))
+        if self._guarantee.abandon(failed, ProduceError(FAILED, why, txn_requires_abort=True)):
             return
         self._reports.finish([(ProduceError(FAILED, why), b, -1) for b in failed])
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -22,6 +22,7 @@ from transcoder.kafka.group_member import GroupMetadataError, group_member
 from transcoder.kafka.producer.accumulator import RecordAccumulator
 from transcoder.kafka.producer.batches import Batch, Partition
 from transcoder.kafka.producer.errors import TIMED_OUT, ProduceError
+from transcoder.kafka.producer.guarantee import Admission
 from transcoder.kafka.producer.reports import DeliveryReports
 from transcoder.kafka.producer.sequences import ProducerSequences
 from transcoder.kafka.producer.transaction_requests import TransactionRequests, Transactions
@@ -160,16 +161,29 @@ class TransactionSession:
                 self.fail(exc)
             raise
 
-    # ------------------------------------------------------------------ the sender's calls
+    # ------------------------------------------------------------------ the sender's calls (guarantee.Guarantee)
     @property
-    def error(self) -> ProduceError:
-        """Why the open transaction failed (when `doomed`)."""
-        error: ProduceError = self.state.error
-        return error
+    def produce_fields(self) -> dict[str, str]:
+        """Each Produce request carries the transactional id."""
+        return {"transactional_id": self.transactions.transactional_id}
+
+    def admit(self, batches: Mapping[Partition, Batch]) -> Admission:
+        """A round's batches: lost when the transaction failed (nothing more of it is sent); else the partitions
+        not in the transaction yet are added first (those not added wait for the next round)."""
+        if self.state.failed:
+            self.drop(list(batches.values()), self.state.error)
+            return Admission(lost=True)
+        new = {tp for tp in batches if not self.holds(tp)}
+        return Admission(busy=self.add_partitions(new) if new else False)
 
     def holds(self, tp: Partition) -> bool:
         """Whether `tp` was added to the open transaction."""
         return tp in self.state.partitions
+
+    def abandon(self, batches: Sequence[Batch], error: ProduceError) -> bool:
+        """Nothing is sent again outside the transaction: the batches are dropped, the transaction doomed."""
+        self.drop(batches, error)
+        return True
 
     def add_partitions(self, tps: set[Partition]) -> bool:
         """Add partitions to the open transaction before their first batch; True when the coordinator was busy.
