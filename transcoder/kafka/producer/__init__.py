@@ -1,7 +1,8 @@
 """transcoder's own batch producer, in parts (after aiokafka's producer/): the front (BatchProducer), what waits to be
 sent (accumulator), the sealing (encoder), the sender's thread and its Produce requests (sender, requests), the
-producer id and sequences (sequences), the transactions (transactions, transaction_state, transaction_requests), the
-reports waiting for `poll` (reports, statistics), the batches and the one error vocabulary (batches, errors)."""
+producer id and sequences (sequences), the guarantee chosen once (guarantee: idempotent, or the transactions:
+transactions, transaction_state, transaction_requests), the reports waiting for `poll` (reports, statistics), the
+batches and the one error vocabulary (batches, errors)."""
 
 from transcoder.kafka.failure_log import FailureLog
 from transcoder.kafka.producer.batches import Delivered, Headers

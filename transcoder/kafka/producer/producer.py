@@ -26,10 +26,11 @@ what cannot be delivered makes the transaction abortable, and after every abort 
 Its parts (this package, after aiokafka's producer/): the accumulator (what waits to be sent: records and
 sections), the encoder (sealing with the codec and level), the sender (its thread and loop) and the Produce requests
 (one round's requests, a handler per outcome of an answer), the sequences (the producer id, epoch and each
-partition's sequence numbers), the transactions (the transactional calls, over transaction_state's state machine and
-transaction_requests' coordinator requests), the reports (delivery reports and statistics waiting for `poll`), the
-batches and the errors (ProduceError, made confluent_kafka's KafkaError only where a caller reads it). This module is
-the caller's front: it builds the parts, hands each its collaborators, and serves the reports to the callbacks.
+partition's sequence numbers), the guarantee chosen once (idempotent, or the transactions: the transactional calls,
+over transaction_state's state machine and transaction_requests' coordinator requests), the reports (delivery
+reports and statistics waiting for `poll`), the batches and the errors (ProduceError, made confluent_kafka's
+KafkaError only where a caller reads it). This module is the caller's front: it builds the parts, hands each its
+collaborators, and serves the reports to the callbacks.
 """
 
 from __future__ import annotations
