@@ -8,9 +8,9 @@ outcome is unknown.
 
 Shaped after aiokafka's `producer/sender.py` (a handler per request and answer). Its collaborators are handed in:
 the Produce requests' connection, the accumulator (batches handed back: put back, split), the encoder (batches
-stamped again under a new producer id), the sequences, the reports (delivered, refused) and, exactly-once, the
-transaction (partitions added, batches it cannot have). It owns where each partition's leader is and how the last
-rounds went; the sender's loop (sender.py) drives it.
+stamped again under a new producer id), the sequences, the reports (delivered, refused) and the guarantee
+(exactly-once: the transaction, which adds partitions and takes the batches it cannot have). It owns where each
+partition's leader is and how the last rounds went; the sender's loop (sender.py) drives it.
 
 A batch sent again waits its partition's back-off first, as Kafka's producer waits (KIP-580): retry.backoff.ms
 doubling to retry.backoff.max.ms while the partition keeps failing, +-20%, back to the start once one of its
