@@ -12,7 +12,7 @@ import transcoder_native as native
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.support.records import read_all
-from transcoder.kafka.batch_producer import BatchProducer, Transactions
+from transcoder.kafka.producer import BatchProducer, Transactions
 from transcoder.kafka.protocol import RawClient
 
 

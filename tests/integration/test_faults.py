@@ -482,7 +482,7 @@ def test_batch_producer_delivers_and_logs_quietly_through_an_outage(kafka: Clust
 
     import structlog
 
-    from transcoder.kafka.batch_producer import BatchProducer
+    from transcoder.kafka.producer import BatchProducer
 
     assert kafka.proxied_bootstrap is not None
     topic = topic_factory(partitions=PARTITIONS)
@@ -497,9 +497,6 @@ def test_batch_producer_delivers_and_logs_quietly_through_an_outage(kafka: Clust
 
     n = 30_000
     caplog.set_level(logging.INFO, logger="kafka")
-    from transcoder.kafka import batch_producer
-
-    monkeypatch.setattr(batch_producer, "log", structlog.get_logger("transcoder.batchproducer"))
     with structlog.testing.capture_logs() as logs:
         p = BatchProducer({"bootstrap.servers": kafka.proxied_bootstrap}, codec="zstd", level=19,
                           client_id=f"faults-bp-{time.monotonic_ns()}", linger_ms=5, max_bytes=64 * 1024,

@@ -14,7 +14,7 @@ from tests.support.configs import make_config
 from tests.support.records import read_all, read_with_java_consumer
 from transcoder.codecs import encode_batch
 from transcoder.errors import KafkaUnavailableError
-from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.protocol import RawClient
 from transcoder.service.runner import Service
 

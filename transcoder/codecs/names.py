@@ -62,7 +62,7 @@ CODEC_OF_ID: dict[int, Codec] = {r.attribute: c for c, r in TABLE.items()}
 LEVELS: dict[Codec, tuple[int, int] | None] = {c: r.levels for c, r in TABLE.items()}
 
 #: librdkafka caps `compression.level` at 12 for every codec: zstd 13..22 batches are built by
-#: transcoder itself (codecs.framing's encode_batches, sent by kafka.batch_producer's BatchProducer).
+#: transcoder itself (codecs.framing's encode_batches, sent by kafka.producer's BatchProducer).
 LIBRDKAFKA_MAX_LEVEL: int = transcoder_native.LIBRDKAFKA_MAX_LEVEL
 
 

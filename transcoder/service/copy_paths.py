@@ -20,8 +20,8 @@ import structlog
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
 from transcoder.errors import TranscoderError
-from transcoder.kafka.batch_producer import Delivered
 from transcoder.kafka.fetcher import Fetcher, SourceLoss
+from transcoder.kafka.producer import Delivered
 from transcoder.kafka.statistics import consumer_lag, stable_offsets
 from transcoder.pipeline.partitions import Partition
 

@@ -29,7 +29,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import Delivered
+from transcoder.kafka.producer import Delivered
 from transcoder.kafka.statistics import Window
 from transcoder.kafka.writer import Sink, TransactionalSink, build_sink
 from transcoder.pipeline.commits import first_uncommitted

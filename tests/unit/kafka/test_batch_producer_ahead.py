@@ -12,7 +12,7 @@ import pytest
 from kafka.record import MemoryRecords
 
 from tests.unit.kafka.test_batch_producer_outage import _Unreachable
-from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.producer import BatchProducer
 
 NOT_LEADER_OR_FOLLOWER, INVALID_RECORD, MESSAGE_TOO_LARGE, UNKNOWN_PRODUCER_ID = 6, 87, 10, 59
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
@@ -70,19 +70,19 @@ class _Broker(_Unreachable):
         return {tp: (0, offset)}
 
 
-def _producer(fake: _Broker, reports: list[tuple]) -> BatchProducer:
+def _producer(fake: _Broker, reports: list[tuple], transactions: Any = None) -> BatchProducer:
     p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="lz4", level=None, client_id="c1", linger_ms=1,
                       max_bytes=1 << 20, max_records=1000, on_delivery=lambda e, m: None,
-                      on_batch=lambda err, t, part, base, s: reports.append((err, base, list(s.offsets))))
-    p._info = fake  # type: ignore[assignment]
-    sealed = p._encode
+                      on_batch=lambda err, t, part, base, s: reports.append((err, base, list(s.offsets))),
+                      transactions=transactions, client=fake, coordinator=fake)
+    sealed = p.encoder.seal
 
     def encode(taken: Any, sections: Any = None) -> Any:
         out = sealed(taken, sections)
         fake.events.extend(("sealed", b.base_sequence) for b in out.values())
         return out
 
-    p._encode = encode  # type: ignore[method-assign]
+    p.encoder.seal = encode  # type: ignore[method-assign]
     return p
 
 
@@ -156,13 +156,11 @@ class _TxnBroker(_Broker):
 
 
 def test_an_abort_drops_a_batch_sealed_ahead_that_went_back_while_it_waited():
-    from transcoder.kafka.batch_producer import Transactions
+    from transcoder.kafka.producer import Transactions
 
     reports: list[tuple] = []
     fake = _TxnBroker([NOT_LEADER_OR_FOLLOWER], hold=True)
-    p = _producer(fake, reports)
-    p.transactions = Transactions("tid-1", "g1")
-    p._coord = fake  # type: ignore[assignment]
+    p = _producer(fake, reports, Transactions("tid-1", "g1"))
     p.init_transactions(5)
     p.begin_transaction()
     p.produce_sections("t", 0, _sections(3, 50))
@@ -171,7 +169,7 @@ def test_an_abort_drops_a_batch_sealed_ahead_that_went_back_while_it_waited():
         time.sleep(0.01)
     aborted = threading.Thread(target=p.abort_transaction, args=(10,))
     aborted.start()
-    while p._purges == 0 and time.monotonic() < deadline:
+    while p.accumulator.purges == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     fake.go.release()  # the first batch: NOT_LEADER, so the one sealed ahead goes back, while the abort waits
     aborted.join(10)

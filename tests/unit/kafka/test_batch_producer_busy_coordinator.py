@@ -13,8 +13,7 @@ import pytest
 from confluent_kafka import KafkaException
 
 from tests.unit.kafka.test_batch_producer_outage import _Unreachable
-from transcoder.kafka import batch_producer
-from transcoder.kafka.batch_producer import TXN_RETRY_BACKOFF_S, BatchProducer, Transactions
+from transcoder.kafka.producer import TXN_RETRY_BACKOFF_S, BatchProducer, Transactions, sender
 from transcoder.pipeline.batching import CONCURRENT_TRANSACTIONS
 
 
@@ -47,7 +46,7 @@ def test_a_busy_coordinator_is_asked_again_after_20_ms(monkeypatch: pytest.Monke
         slept.append(s)
         time.sleep(s)
 
-    monkeypatch.setattr(batch_producer, "time", types.SimpleNamespace(
+    monkeypatch.setattr(sender, "time", types.SimpleNamespace(
         monotonic=time.monotonic, time=time.time, sleep=sleep, strftime=time.strftime, gmtime=time.gmtime))
     delivered: list[tuple[int, bytes]] = []
     errors: list[Any] = []
@@ -55,11 +54,10 @@ def test_a_busy_coordinator_is_asked_again_after_20_ms(monkeypatch: pytest.Monke
     def on_delivery(err: Any, msg: Any) -> None:
         (errors.append(err) if err is not None else delivered.append((msg.partition(), msg.key())))
 
+    fake = _BusyCoordinator(busy=3)
     p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=3, client_id="c1", linger_ms=1,
                       max_bytes=1 << 20, max_records=100, on_delivery=on_delivery,
-                      transactions=Transactions("tid-1", "g1"))
-    fake = _BusyCoordinator(busy=3)
-    p._info = p._coord = fake  # type: ignore[assignment]
+                      transactions=Transactions("tid-1", "g1"), client=fake, coordinator=fake)
     p.init_transactions(5)
     p.begin_transaction()
     for i in range(40):
@@ -76,11 +74,10 @@ def test_a_busy_coordinator_is_asked_again_after_20_ms(monkeypatch: pytest.Monke
 
 def test_a_commit_whose_records_are_not_delivered_in_time_names_the_transactions_partitions():
     # On a 3-broker cluster: "3 records not delivered in time", naming no topic.
+    fake = _BusyCoordinator(busy=0)
     p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=3, client_id="c1", linger_ms=1,
                       max_bytes=1 << 20, max_records=100, on_delivery=lambda err, msg: None,
-                      transactions=Transactions("tid-1", "g1"))
-    fake = _BusyCoordinator(busy=0)
-    p._info = p._coord = fake  # type: ignore[assignment]
+                      transactions=Transactions("tid-1", "g1"), client=fake, coordinator=fake)
     p.init_transactions(5)
     p.begin_transaction()
     fake.reachable.clear()  # the leaders cannot be asked: nothing is sent

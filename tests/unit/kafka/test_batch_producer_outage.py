@@ -14,13 +14,13 @@ import pytest
 import structlog
 from kafka.errors import KafkaConnectionError
 
-from transcoder.kafka import batch_producer, protocol
-from transcoder.kafka.batch_producer import BatchProducer, FailureLog
+from transcoder.kafka import protocol
+from transcoder.kafka.producer import BatchProducer, FailureLog
 
 
 @pytest.fixture(autouse=True)
-def _fresh_logger(fresh_structlog: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch_producer, "log", structlog.get_logger("transcoder.batchproducer"))
+def _fresh_logger(fresh_structlog: None) -> None:
+    """The producer's parts look their logger up at each use: structlog's defaults of this test reach them."""
 
 
 def test_a_repeated_failure_is_logged_at_once_then_every_30_s_with_a_count():
@@ -91,10 +91,9 @@ def test_while_kafka_is_unreachable_the_sender_backs_off_logs_once_and_delivers_
     def on_delivery(err: Any, msg: Any) -> None:
         (errors.append(err) if err is not None else delivered.append((msg.partition(), msg.key())))
 
-    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
-                      max_bytes=1 << 20, max_records=100, on_delivery=on_delivery)
     fake = _Unreachable()
-    p._info = fake  # type: ignore[assignment]
+    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
+                      max_bytes=1 << 20, max_records=100, on_delivery=on_delivery, client=fake)
     with structlog.testing.capture_logs() as logs:
         p.start()
         for i in range(500):
@@ -188,10 +187,9 @@ def test_batches_refused_for_an_unknown_producer_id_go_again_under_a_new_one():
     def on_delivery(err: Any, msg: Any) -> None:
         (errors.append(err) if err is not None else delivered.append((msg.partition(), msg.key())))
 
-    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
-                      max_bytes=1 << 20, max_records=1000, on_delivery=on_delivery)
     fake = _ForgetsProducer()
-    p._info = fake  # type: ignore[assignment]
+    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
+                      max_bytes=1 << 20, max_records=1000, on_delivery=on_delivery, client=fake)
     p.start()
     for i in range(100):
         p.produce("t", value=b"v", key=str(i).encode(), partition=i % 2)
@@ -239,11 +237,11 @@ def test_sections_are_sealed_split_when_too_large_and_restamped_under_a_new_prod
     sections = rb.take(flush=True)
     assert [len(s) for s in sections] == [100, 100]
     reports: list[tuple] = []
+    fake = _Picky()
     p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=19, client_id="c1", linger_ms=1,
                       max_bytes=1 << 20, max_records=1000, on_delivery=lambda e, m: None,
-                      on_batch=lambda err, t, part, base, s: reports.append((err, t, part, base, s.offsets)))
-    fake = _Picky()
-    p._info = fake  # type: ignore[assignment]
+                      on_batch=lambda err, t, part, base, s: reports.append((err, t, part, base, s.offsets)),
+                      client=fake)
     p.start()
     p.produce_sections("t", 0, sections)
     assert len(p) == 200

@@ -1,5 +1,6 @@
 """The batch producer's parts without a broker: sequence numbers, the error vocabulary, the statistics, and the
-sender's handler for each outcome of a Produce answer (on a fake host: what it reports, sends again, renews)."""
+Produce requests' handler for each outcome of an answer (on fake collaborators: what it reports, sends again,
+renews)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from transcoder.errors import TranscoderError
-from transcoder.kafka.batch_sender import Sender
-from transcoder.kafka.produce_batches import Batch, Round
-from transcoder.kafka.produce_errors import ProduceError, raises_kafka_exception
-from transcoder.kafka.produce_statistics import SentBatches
-from transcoder.kafka.producer_sequences import ProducerSequences
+from transcoder.kafka.producer.batches import Batch, Round
+from transcoder.kafka.producer.errors import ProduceError, raises_kafka_exception
+from transcoder.kafka.producer.guarantee import Admission, Idempotent
+from transcoder.kafka.producer.requests import ProduceRequests
+from transcoder.kafka.producer.sequences import ProducerSequences
+from transcoder.kafka.producer.statistics import SentBatches
+from transcoder.kafka.producer.transaction_state import TransactionManager, TxnEvent
 from transcoder.kafka.retries import Backoff, KafkaErrors
-from transcoder.kafka.transaction_state import TransactionManager, TxnEvent
 
 TP = ("t", 0)
 
@@ -78,7 +80,7 @@ def test_statistics_windows_start_again_and_totals_go_on():
     assert second["a"].records_total == 40 and second["a"].batch_records.count == 0
 
 
-# ------------------------------------------------------------------ the sender's handlers
+# ------------------------------------------------------------------ the Produce requests' handlers
 class _Failures:
     def failed(self, event: str, now: float, **fields: Any) -> None:
         pass
@@ -88,16 +90,16 @@ class _Failures:
 
 
 class _Host:
-    """The producer as the sender sees it: records what the sender asks of it."""
+    """The Produce requests' collaborators in one fake (the raw client, the accumulator, the encoder, the reports
+    and, exactly-once, the guarantee): records what the requests ask of each, through their public methods."""
 
     client_id = "c1"
 
     def __init__(self, answers: dict, *, txn: TransactionManager | None = None) -> None:
-        self._info = self
-        self._txn = txn
-        self._seq = ProducerSequences()
-        self._seq.renew(7, 0)
-        self._failures = _Failures()
+        self.txn = txn
+        self.seq = ProducerSequences()
+        self.seq.renew(7, 0)
+        self.failures = _Failures()
         self.answers = answers
         self.record_errors: dict = {}
         self.reports: list = []
@@ -123,36 +125,54 @@ class _Host:
         self.renewed += 1
         return 0, 8, 0
 
-    # the host
-    def _add_partitions(self, tps: set) -> bool:
-        assert self._txn is not None
-        self._txn.added(tps)
-        return False
-
-    def _unready(self, b: Batch) -> None:
+    # the accumulator
+    def put_back(self, b: Batch) -> None:
         self.unready.append(b.tp)
 
-    def _split_back(self, b: Batch, pieces: list | None = None) -> None:
+    def split_back(self, b: Batch, pieces: list | None = None) -> None:
         self.split.append(b.tp)
         self.pieces = pieces
 
-    def _drop(self, batches: list, err: ProduceError) -> None:
-        self.dropped.append((len(batches), err.code, err.txn_requires_abort))
-
-    def _finish(self, done: list) -> None:
-        self.reports.extend((e.code if e else 0, b.tp, base) for e, b, base in done)
-
-    def _record_sent(self, b: Batch) -> None:
-        pass
-
-    def _stamp_again(self, retry: dict) -> dict:
+    # the encoder
+    def stamp_again(self, retry: dict) -> dict:
         return retry
 
+    # the reports
+    def finish(self, done: list) -> None:
+        self.reports.extend((e.code if e else 0, b.tp, base) for e, b, base in done)
 
-def _round(host: _Host, records: int = 4) -> tuple[Sender, Round]:
-    sender = Sender(host, request_timeout_ms=1000, delivery_timeout_s=300,  # type: ignore[arg-type]
-                    backoff=Backoff(10, 10), errors=KafkaErrors())
-    base = host._seq.take(TP, records)
+    def sent(self, b: Batch) -> None:
+        pass
+
+    # the guarantee, exactly-once (the transaction: guarantee.Guarantee)
+    doomed = False
+    produce_fields: dict = {}
+
+    def admit(self, batches: dict) -> Admission:
+        assert self.txn is not None
+        self.txn.added(tps for tps in batches if tps not in self.txn.partitions)
+        return Admission()
+
+    def holds(self, tp: tuple[str, int]) -> bool:
+        assert self.txn is not None
+        return tp in self.txn.partitions
+
+    def abandon(self, batches: list, err: ProduceError) -> bool:
+        self.dropped.append((len(batches), err.code, err.txn_requires_abort))
+        return True
+
+
+def _requests(host: _Host, errors: KafkaErrors | None = None) -> ProduceRequests:
+    return ProduceRequests(host, client_id="c1", sequences=host.seq, accumulator=host,  # type: ignore[arg-type]
+                           encoder=host, reports=host, failures=host.failures,  # type: ignore[arg-type]
+                           guarantee=host if host.txn is not None else Idempotent(),
+                           request_timeout_ms=1000, delivery_timeout_s=300, backoff=Backoff(10, 10),
+                           errors=errors or KafkaErrors())
+
+
+def _round(host: _Host, records: int = 4) -> tuple[ProduceRequests, Round]:
+    sender = _requests(host)
+    base = host.seq.take(TP, records)
     batch = Batch(TP, [(b"k", b"v", (), 0, 2)] * records, base, b"payload", time.monotonic(), 2 * records)
     return sender, sender.start({TP: batch})
 
@@ -177,7 +197,7 @@ def test_each_outcome_of_a_produce_answer(code: int, reports: list, retried: boo
     assert (TP in retry) is retried
     assert host.split == ([TP] if split else [])
     assert host.renewed == renewed
-    assert host._seq.peek(TP) == next_sequence
+    assert host.seq.peek(TP) == next_sequence
     assert host.dropped == []
 
 
@@ -196,7 +216,7 @@ def test_in_a_transaction_a_fenced_or_forgotten_batch_dooms_it_and_is_not_report
 def test_a_batch_sealed_ahead_goes_back_when_its_partitions_batch_was_not_delivered():
     host = _Host({TP: (6, -1)})
     sender, round_ = _round(host)
-    ahead = Batch(TP, [(b"k", b"v", (), 0, 2)], host._seq.take(TP, 1), b"p", time.monotonic(), 2)
+    ahead = Batch(TP, [(b"k", b"v", (), 0, 2)], host.seq.take(TP, 1), b"p", time.monotonic(), 2)
     sender.finish(round_, {TP: ahead})
     assert host.unready == [TP]
 
@@ -215,7 +235,7 @@ def test_a_producer_id_refused_for_now_is_asked_again_after_a_back_off_counted_a
     class Loading(_Host):
         def __init__(self) -> None:
             super().__init__({})
-            self._failures = FailureLog("c1")  # type: ignore[assignment]
+            self.failures = FailureLog("c1")  # type: ignore[assignment]
             self.codes = [14, 14]  # COORDINATOR_LOAD_IN_PROGRESS twice, then an id
 
         def init_producer_id(self) -> tuple[int, int, int]:
@@ -224,12 +244,41 @@ def test_a_producer_id_refused_for_now_is_asked_again_after_a_back_off_counted_a
     import structlog
 
     host, errors = Loading(), KafkaErrors()
-    sender = Sender(host, request_timeout_ms=1000, delivery_timeout_s=300,  # type: ignore[arg-type]
-                    backoff=Backoff(10, 10), errors=errors)
+    sender = _requests(host, errors)
     with structlog.testing.capture_logs() as logs:
         sender.renew_producer_id(5)
-    assert host._seq.producer_id == 9
+    assert host.seq.producer_id == 9
     assert errors.counts() == {("COORDINATOR_LOAD_IN_PROGRESS", "", ""): 2}
     assert [(e["event"], e.get("error", e.get("last_error"))) for e in logs if e["event"] != "producer_id"] == [
         ("init_producer_id_failed", "COORDINATOR_LOAD_IN_PROGRESS"),
         ("kafka_requests_succeed_again", "COORDINATOR_LOAD_IN_PROGRESS")]
+
+
+# ------------------------------------------------------------------ the accumulator
+def _accumulator(queue_max_bytes: int = 1 << 20) -> Any:
+    import threading
+
+    from transcoder.kafka.producer.accumulator import RecordAccumulator
+
+    return RecordAccumulator(threading.Lock(), client_id="c1", max_bytes=1 << 20, max_records=1000, linger_ms=0,
+                             queue_max_bytes=queue_max_bytes)
+
+
+def test_the_accumulator_counts_records_until_served_and_refuses_when_full_or_closed():
+    from transcoder.kafka.producer.accumulator import Pending
+
+    acc = _accumulator(queue_max_bytes=10)
+    acc.add(TP, (b"k", b"v", (), 0, 6))
+    with pytest.raises(BufferError):
+        acc.add(TP, (b"k", b"v", (), 0, 6))
+    assert len(acc) == 1
+    drained = acc.next_round(Pending(acc.purges), lambda tp, now: 0.0)
+    assert drained is not None and drained.taken == {TP: [(b"k", b"v", (), 0, 6)]}
+    assert len(acc) == 1  # in flight: counted until its report is served
+    acc.served(Batch(TP, drained.taken[TP], 0, b"", 0.0, 6))
+    assert len(acc) == 0
+    acc.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        acc.add(TP, (b"k", b"v", (), 0, 1))
+    assert acc.next_round(Pending(acc.purges), lambda tp, now: 0.0) is None  # closing: the sender stops
+

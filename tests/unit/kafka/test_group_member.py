@@ -12,8 +12,8 @@ import pytest
 
 from transcoder.kafka.failure_log import FailureLog
 from transcoder.kafka.group_member import GroupMember, GroupMetadataError, group_member
-from transcoder.kafka.produce_errors import ProduceError
-from transcoder.kafka.transaction_requests import TransactionRequests, Transactions
+from transcoder.kafka.producer.errors import ProduceError
+from transcoder.kafka.producer.transaction_requests import TransactionRequests, Transactions
 
 NO_INSTANCE = b"CGMDv2:\x01\x00\x00\x00g-cgmd\x00rdkafka-9f254ca3-d48f-4381-adeb-2d3534a4d800\x00\x01"
 WITH_INSTANCE = (b"CGMDv2:\x01\x00\x00\x00g-cgmd2\x00inst-0-12b7d40c-bc9f-4219-9314-950d2958dcc0\x00\x00inst-0\x00")

@@ -1,5 +1,5 @@
 """A batch refused for some of its records (INVALID_TIMESTAMP, INVALID_RECORD), without a broker: the cut that leaves
-each refused record alone (produce_batches.isolate), the batch producer that sends the pieces in order and reports
+each refused record alone (batches.isolate), the batch producer that sends the pieces in order and reports
 only the records refused alone, and the dead-letter copies of their innocent neighbours. The real broker:
 tests/integration/test_timestamps.py."""
 
@@ -17,8 +17,8 @@ from tests.unit.kafka.test_batch_producer_outage import _Unreachable
 from tests.unit.kafka.test_batch_producer_parts import TP, _Host, _round
 from tests.unit.kafka.test_writer import Msg, records_writer
 from tests.unit.kafka.test_writer_failures import Ledger, Producer, failure
-from transcoder.kafka.batch_producer import BatchProducer
-from transcoder.kafka.produce_batches import isolate, record_halves
+from transcoder.kafka.producer import BatchProducer
+from transcoder.kafka.producer.batches import isolate, record_halves
 from transcoder.kafka.writer.failures import BATCH_REFUSALS, DeadLetters
 
 INVALID_TIMESTAMP, INVALID_RECORD = 32, 87
@@ -58,7 +58,7 @@ def test_an_answer_naming_refused_records_sends_the_batch_again_cut_around_them(
     assert sender.finish(round_, {}) == {}
     assert host.reports == [] and host.split == [TP]  # nothing failed yet: the pieces go again
     assert [len(p) for p in host.pieces] == [2, 1, 1]
-    assert host._seq.peek(TP) == 0  # not written: the pieces take its sequences
+    assert host.seq.peek(TP) == 0  # not written: the pieces take its sequences
 
 
 def test_a_record_refused_alone_is_reported_with_what_the_broker_checks():
@@ -116,8 +116,7 @@ def test_records_produced_one_by_one_valid_ones_written_in_order_and_only_the_re
 
     fake = _Strict(names)
     p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="lz4", level=None, client_id="c1", linger_ms=50,
-                      max_bytes=1 << 20, max_records=1000, on_delivery=on_delivery)
-    p._info = fake  # type: ignore[assignment]
+                      max_bytes=1 << 20, max_records=1000, on_delivery=on_delivery, client=fake)
     p.start()
     for k in keys:
         p.produce("t", value=b"v", key=k, partition=0, timestamp=int(time.time() * 1000))
@@ -144,8 +143,7 @@ def test_sections_valid_records_written_in_order_and_only_the_refused_ones_repor
     fake = _Strict(True)
     p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="lz4", level=None, client_id="c1", linger_ms=1,
                       max_bytes=1 << 20, max_records=1000, on_delivery=lambda e, m: None,
-                      on_batch=lambda err, t, part, base, s: reports.append((err, list(s.offsets))))
-    p._info = fake  # type: ignore[assignment]
+                      on_batch=lambda err, t, part, base, s: reports.append((err, list(s.offsets))), client=fake)
     p.start()
     p.produce_sections("t", 0, rb.take(flush=True))
     assert p.flush(10) == 0

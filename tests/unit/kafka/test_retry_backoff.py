@@ -17,8 +17,8 @@ from kafka.errors import KafkaConnectionError
 
 from tests.unit.kafka.test_batch_producer_outage import _Unreachable
 from transcoder.kafka import fetcher as fetcher_module
-from transcoder.kafka.batch_producer import BatchProducer
 from transcoder.kafka.fetcher import Fetcher
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.retries import KafkaErrors
 
 
@@ -123,10 +123,9 @@ def test_a_partition_refused_waits_its_own_doubling_back_off_while_the_others_de
     def on_delivery(err: Any, msg: Any) -> None:
         (errors.append(err) if err is not None else delivered.append((msg.partition(), msg.key())))
 
-    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=3, client_id="c1", linger_ms=1,
-                      max_bytes=1 << 20, max_records=100, on_delivery=on_delivery, errors=tally)
     fake = _NotEnoughReplicas()
-    p._info = fake  # type: ignore[assignment]
+    p = BatchProducer({"bootstrap.servers": "unused:9092"}, codec="zstd", level=3, client_id="c1", linger_ms=1,
+                      max_bytes=1 << 20, max_records=100, on_delivery=on_delivery, errors=tally, client=fake)
     partition_0_done = False
     with structlog.testing.capture_logs() as logs:
         p.start()

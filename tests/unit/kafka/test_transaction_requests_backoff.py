@@ -9,9 +9,9 @@ import types
 
 import pytest
 
-from transcoder.kafka import transaction_requests
 from transcoder.kafka.failure_log import FailureLog
-from transcoder.kafka.transaction_requests import TXN_RETRY_BACKOFF_S, TransactionRequests, Transactions
+from transcoder.kafka.producer import transaction_requests
+from transcoder.kafka.producer.transaction_requests import TXN_RETRY_BACKOFF_S, TransactionRequests, Transactions
 from transcoder.pipeline.batching import CONCURRENT_TRANSACTIONS
 
 NOT_COORDINATOR = 16

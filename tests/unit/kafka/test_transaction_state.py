@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from transcoder.errors import TranscoderError
-from transcoder.kafka.transaction_state import (
+from transcoder.kafka.producer.transaction_state import (
     TRANSITIONS,
     TransactionManager,
     TransactionStateError,

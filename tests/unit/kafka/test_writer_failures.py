@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from transcoder.kafka.batch_producer import Delivered
+from transcoder.kafka.producer import Delivered
 from transcoder.kafka.writer.failures import DLQ_HEADERS, DeadLetters, Failure, RefusedRecords
 
 

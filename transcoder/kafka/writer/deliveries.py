@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from transcoder.kafka.batch_producer import Delivered
+from transcoder.kafka.producer import Delivered
 from transcoder.kafka.statistics import TopicProduce, producer_topics
 from transcoder.kafka.writer.failures import Failure, Record
 from transcoder.kafka.writer.metrics import WriterMetrics, new_and_backlog

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from transcoder.config import Config
 from transcoder.errors import DeliveryError
-from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.writer.deliveries import Deliveries
 from transcoder.kafka.writer.failures import DeadLetterTopic, Failures
 from transcoder.kafka.writer.offset_map import OffsetMap

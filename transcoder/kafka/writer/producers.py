@@ -12,8 +12,8 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from transcoder.config import Batch, Config
-from transcoder.kafka.batch_producer import BatchProducer, Transactions
 from transcoder.kafka.clients import client_config
+from transcoder.kafka.producer import BatchProducer, Transactions
 from transcoder.kafka.statistics import TopicProduce
 from transcoder.kafka.writer.failures import Record
 from transcoder.pipeline.routes import Target

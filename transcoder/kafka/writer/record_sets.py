@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError, Message
 
 from transcoder.codecs import stored_from_columns
 from transcoder.errors import TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer, Transactions
+from transcoder.kafka.producer import BatchProducer, Transactions
 from transcoder.kafka.writer.batching import Batching, BatchSink
 from transcoder.kafka.writer.failures import Record
 from transcoder.kafka.writer.parts import SinkFront, SinkParts, one_destination

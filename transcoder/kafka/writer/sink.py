@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
 from transcoder.config import Config
-from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.writer.failures import Record
 from transcoder.kafka.writer.offset_map import OffsetMap
 from transcoder.pipeline.ledger import Ledger

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from transcoder.errors import TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.writer.parts import SinkFront, SinkParts
 from transcoder.kafka.writer.transactions import WriterTransactions
 from transcoder.pipeline.partitions import Partition

@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.batch_producer import BatchProducer
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.failure_log import FailureLog
 from transcoder.kafka.writer.failures import FENCED, Failure
 

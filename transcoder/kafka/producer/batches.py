@@ -1,19 +1,17 @@
-"""The batch producer's batches: a record as it is held, a batch as it is sent (records framed here, or a section
-sealed here), the reports its records get (Delivered), one round of the sender's Produce requests, the sealing of
-batches under the producer's id, epoch and sequence numbers (ProducerSequences), and the cutting of a batch refused
-for some of its records (`isolate`).
+"""The batch producer's batches: a record as it is held, a batch as it is sent (its records framed, or a section
+sealed: encoder), the reports its records get (Delivered), a delivery report as the sender queues it (Report), one
+round of the sender's Produce requests, and the cutting of a batch refused for some of its records (`isolate`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from transcoder.codecs import Codec, encode_batches, restamp, seal_sections
-from transcoder.kafka.producer_sequences import ProducerSequences
+from transcoder.kafka.producer.errors import ProduceError
 
 Headers = Sequence[tuple[str, bytes | None]]
 #: key, value, headers, timestamp (ms), size (key + value + header bytes)
@@ -73,6 +71,10 @@ class Batch:
         return len(self.section) if self.section is not None else len(self.records or ())
 
 
+#: a delivery report as the sender queues it: the error (None: delivered), the batch, its base offset
+Report = tuple[ProduceError | None, Batch, int]
+
+
 @dataclass
 class Round:
     """One round of the sender: its Produce requests in flight, by leader (the batches, and the request in flight;
@@ -81,40 +83,6 @@ class Round:
 
     started: dict[int, tuple[dict[Partition, Batch], Any]]
     retry: dict[Partition, Batch]
-
-
-def seal(taken: Mapping[Partition, list[Record]], sections: Mapping[Partition, Any] | None,
-         sequences: ProducerSequences, *, codec: Codec, level: int | None, transactional: bool,
-         now: float) -> dict[Partition, Batch]:
-    """The batches taken, framed and compressed all at once (in parallel on all cores, the GIL released), and the
-    sections sealed, each under the next sequence numbers of its partition (taken once it is sealed)."""
-    out = {}
-    tps = list(taken)
-    if tps:
-        bases = [sequences.peek(tp) for tp in tps]
-        payloads = encode_batches([(taken[tp], *sequences.stamp(base)) for tp, base in zip(tps, bases, strict=True)],
-                                  codec=codec, level=level, transactional=transactional)
-        for tp, payload in zip(tps, payloads, strict=True):  # sealed: their sequences are taken
-            records = taken[tp]
-            out[tp] = Batch(tp, records, sequences.take(tp, len(records)), payload, now, sum(r[4] for r in records))
-    if sections:
-        stps = list(sections)
-        sealed = seal_sections([sections[tp] for tp in stps], [sequences.stamp(sequences.peek(tp)) for tp in stps],
-                               codec=codec, level=level, transactional=transactional)
-        for tp, payload in zip(stps, sealed, strict=True):
-            s = sections[tp]
-            out[tp] = Batch(tp, None, sequences.take(tp, len(s)), payload, now, s.size, section=s)
-    return out
-
-
-def restamped(sections: Mapping[Partition, Batch], sequences: ProducerSequences) -> dict[Partition, Batch]:
-    """Sections' batches under a new producer id: their header and CRC stamped again (what is compressed stays)."""
-    out = {}
-    for tp, b in sections.items():
-        base = sequences.take(tp, b.count)
-        out[tp] = Batch(tp, None, base, restamp(b.payload, *sequences.stamp(base)), b.first_sent, b.size,
-                        section=b.section)
-    return out
 
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from typing import Any
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.failure_log import FailureLog
 from transcoder.kafka.group_member import GROUP_FENCED_CODES, GroupMember
-from transcoder.kafka.produce_errors import (
+from transcoder.kafka.producer.errors import (
     OPERATION_NOT_ATTEMPTED,
     TRANSPORT,
     NoAnswer,
@@ -26,6 +26,7 @@ from transcoder.kafka.produce_errors import (
     error_text,
     is_retriable,
 )
+from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.retries import RETRY_BACKOFF_MAX_MS, delay_ms
 from transcoder.pipeline import batching
 from transcoder.pipeline.batching import TxnStep
@@ -68,7 +69,7 @@ class TransactionRequests:
         #: the coordinators' broker ids by key type, looked up when first needed and when they move
         self._coordinators: dict[int, int] = {}
 
-    def init_producer_id(self, client: Any, producer_id: int, epoch: int, deadline: float) -> tuple[int, int]:
+    def init_producer_id(self, client: RawClient, producer_id: int, epoch: int, deadline: float) -> tuple[int, int]:
         """A new epoch for the transactional id. With this producer's own id and epoch (KIP-588, after an abort)
         PRODUCER_FENCED is final: another instance holds the id now."""
         t = self.transactions
@@ -84,7 +85,7 @@ class TransactionRequests:
         self.ask(client, "InitProducerId", ask, deadline, fenced_is_final=True)
         return got[-1]
 
-    def add_offsets(self, client: Any, producer_id: int, epoch: int, offsets: Mapping[Partition, int],
+    def add_offsets(self, client: RawClient, producer_id: int, epoch: int, offsets: Mapping[Partition, int],
                     deadline: float, added: Callable[[], None], member: GroupMember | None = None) -> None:
         """The group's `offsets` into the transaction: AddOffsetsToTxn (then `added` is called), TxnOffsetCommit.
 
@@ -96,20 +97,25 @@ class TransactionRequests:
         self.ask(client, "AddOffsetsToTxn", lambda node: client.add_offsets_to_txn(
             t.transactional_id, producer_id, epoch, t.group_id, coordinator=node), deadline)
         added()
-        generation = {} if member is None or not member.is_member else {
-            "generation_id": member.generation_id, "member_id": member.member_id,
-            "group_instance_id": member.group_instance_id}
-        self.ask(client, "TxnOffsetCommit", lambda node: _first_error(client.txn_offset_commit(
-            t.transactional_id, t.group_id, producer_id, epoch, dict(offsets), coordinator=node, **generation)),
-            deadline, group=True, member=member)
 
-    def end(self, client: Any, producer_id: int, epoch: int, commit: bool, deadline: float) -> None:
+        def commit(node: int) -> int:
+            if member is None or not member.is_member:  # no member: the request's defaults (the broker checks none)
+                return _first_error(client.txn_offset_commit(t.transactional_id, t.group_id, producer_id, epoch,
+                                                             dict(offsets), coordinator=node))
+            return _first_error(client.txn_offset_commit(
+                t.transactional_id, t.group_id, producer_id, epoch, dict(offsets), coordinator=node,
+                generation_id=member.generation_id, member_id=member.member_id,
+                group_instance_id=member.group_instance_id))
+
+        self.ask(client, "TxnOffsetCommit", commit, deadline, group=True, member=member)
+
+    def end(self, client: RawClient, producer_id: int, epoch: int, commit: bool, deadline: float) -> None:
         """EndTxn: commit or abort the open transaction."""
         t = self.transactions
         self.ask(client, "EndTxn", lambda node: client.end_txn(t.transactional_id, producer_id, epoch, commit,
                                                       coordinator=node), deadline)
 
-    def ask(self, client: Any, what: str, ask: Callable[[int], int], deadline: float, *, group: bool = False,
+    def ask(self, client: RawClient, what: str, ask: Callable[[int], int], deadline: float, *, group: bool = False,
             fenced_is_final: bool = False, member: GroupMember | None = None) -> None:
         """One request asked of its coordinator until done: again after a back-off while it is busy, of the new
         one when it moved. ProduceError: fatal, txn_requires_abort (fenced-or-timed-out too, which the epoch bump
@@ -152,7 +158,7 @@ class TransactionRequests:
             time.sleep(TXN_RETRY_BACKOFF_S if busy else
                        delay_ms(failures, self._backoff * 1000, RETRY_BACKOFF_MAX_MS) / 1000)
 
-    def add_partitions(self, client: Any, producer_id: int, epoch: int,
+    def add_partitions(self, client: RawClient, producer_id: int, epoch: int,
                        tps: Collection[Partition]) -> AddedPartitions:
         """The sender's, once a round: add partitions to the open transaction before their first batch. Those not
         added are asked again next round; no answer at all is logged and counted, not raised."""

@@ -24,10 +24,10 @@ NoAnswer = kafka.errors.KafkaError
 #: A request not sent: the connection is paused (the broker throttles this client) or backing off.
 NotSent = kafka.errors.NodeNotReadyError
 
-# Kafka's codes the producer reads by number, and librdkafka's own (negative) ones its reports carry.
+# Kafka's codes the producer reads by number (the transaction's, PRODUCER_FENCED among them, are pipeline.batching's),
+# and librdkafka's own (negative) ones its reports carry.
 NETWORK_EXCEPTION = 13
 OPERATION_NOT_ATTEMPTED = 55  # AddPartitionsToTxn: not added because another partition of the request failed
-PRODUCER_FENCED = 90
 INVALID_TIMESTAMP = 32
 INVALID_RECORD = 87
 #: Refusals of a batch for some of its records (a timestamp out of the topic's range, a null key on a compacted

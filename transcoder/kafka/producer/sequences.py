@@ -1,5 +1,5 @@
 """Where an idempotent producer's batches are numbered: its producer id and epoch, and each partition's next
-sequence number. Pure (the batch producer's sender thread is its only user).
+sequence number. Pure (the sender's thread and the transaction's epoch bump are its users, one at a time).
 
 Kafka writes a batch once per (producer id, epoch, partition, base sequence): a batch sent again with its own
 numbers is never written twice, and a new producer id or epoch starts every partition at 0 again.
@@ -7,9 +7,8 @@ numbers is never written twice, and a new producer id or epoch starts every part
 
 from __future__ import annotations
 
+from transcoder.kafka.producer.batches import Partition
 from transcoder.pipeline.batching import next_sequence
-
-Partition = tuple[str, int]
 
 
 class ProducerSequences:

@@ -6,9 +6,11 @@ order: the valid records are written, in their order, and only a record refused 
 takes the idempotent producer's id (InitProducerId, `renew_producer_id`): at the start, and whenever a batch's
 outcome is unknown.
 
-Shaped after aiokafka's `producer/sender.py` (a handler per request and answer). The producer it works for (the
-Host: transcoder.kafka.batch_producer.BatchProducer) owns the queue, the lock, the transaction and the sequence
-numbers; the sender owns where each partition's leader is and how the last rounds went.
+Shaped after aiokafka's `producer/sender.py` (a handler per request and answer). Its collaborators are handed in:
+the Produce requests' connection, the accumulator (batches handed back: put back, split), the encoder (batches
+stamped again under a new producer id), the sequences, the reports (delivered, refused) and the guarantee
+(exactly-once: the transaction, which adds partitions and takes the batches it cannot have). It owns where each
+partition's leader is and how the last rounds went; the sender's loop (sender.py) drives it.
 
 A batch sent again waits its partition's back-off first, as Kafka's producer waits (KIP-580): retry.backoff.ms
 doubling to retry.backoff.max.ms while the partition keeps failing, +-20%, back to the start once one of its
@@ -20,20 +22,20 @@ partition and error (FailureLog).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka.failure_log import FailureLog
-from transcoder.kafka.produce_batches import Batch, Partition, Round, isolate, record_halves
-from transcoder.kafka.produce_errors import (
+from transcoder.kafka.producer.accumulator import RecordAccumulator
+from transcoder.kafka.producer.batches import Batch, Partition, Report, Round, isolate, record_halves
+from transcoder.kafka.producer.encoder import BatchEncoder
+from transcoder.kafka.producer.errors import (
     INVALID_TIMESTAMP,
     MSG_TIMED_OUT,
     NETWORK_EXCEPTION,
-    PRODUCER_FENCED,
     RECORD_REFUSALS,
     NoAnswer,
     NotSent,
@@ -43,38 +45,13 @@ from transcoder.kafka.produce_errors import (
     is_invalid_metadata,
     is_retriable,
 )
-from transcoder.kafka.producer_sequences import ProducerSequences
+from transcoder.kafka.producer.guarantee import Guarantee
+from transcoder.kafka.producer.reports import DeliveryReports
+from transcoder.kafka.producer.sequences import ProducerSequences
+from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.retries import KAFKA_ERRORS, Backoff, KafkaErrors, kafka_error_name
-from transcoder.kafka.transaction_state import TransactionManager
 from transcoder.pipeline import batching
-from transcoder.pipeline.batching import Outcome
-
-#: a delivery report as the sender queues it: the error (None: delivered), the batch, its base offset
-Report = tuple[ProduceError | None, Batch, int]
-
-
-class Host(Protocol):
-    """What the sender asks of the producer it works for."""
-
-    client_id: str
-    _info: Any  # the raw client of the Produce requests (read at each use: a test may put a fake in its place)
-    _txn: TransactionManager | None
-    _seq: ProducerSequences
-    _failures: FailureLog
-
-    def _add_partitions(self, tps: set[Partition]) -> bool: ...
-
-    def _unready(self, b: Batch) -> None: ...
-
-    def _split_back(self, b: Batch, pieces: list[Any] | None = None) -> None: ...
-
-    def _drop(self, batches: list[Batch], err: ProduceError) -> None: ...
-
-    def _finish(self, done: list[Report]) -> None: ...
-
-    def _record_sent(self, b: Batch) -> None: ...
-
-    def _stamp_again(self, retry: Mapping[Partition, Batch]) -> dict[Partition, Batch]: ...
+from transcoder.pipeline.batching import PRODUCER_FENCED, Outcome
 
 
 @dataclass
@@ -87,10 +64,18 @@ class Answers:
     renew: bool = False
 
 
-class Sender:
-    def __init__(self, host: Host, *, request_timeout_ms: int, delivery_timeout_s: float, backoff: Backoff,
-                 errors: KafkaErrors | None = None) -> None:
-        self._host = host
+class ProduceRequests:
+    """The Produce requests of one producer: where each partition's leader is, each partition's back-off, and a
+    handler per outcome of an answer; the producer id (`renew_producer_id`)."""
+
+    def __init__(self, client: RawClient, *, client_id: str, sequences: ProducerSequences,
+                 accumulator: RecordAccumulator, encoder: BatchEncoder, reports: DeliveryReports,
+                 failures: FailureLog, guarantee: Guarantee, request_timeout_ms: int,
+                 delivery_timeout_s: float, backoff: Backoff, errors: KafkaErrors | None = None) -> None:
+        #: the Produce requests' connection
+        self.client, self.client_id = client, client_id
+        self._seq, self._acc, self._encoder, self._reports = sequences, accumulator, encoder, reports
+        self._failures, self._guarantee = failures, guarantee
         #: per partition (a batch sent again), "metadata" (the leaders' lookup) and "producer_id" (InitProducerId)
         self.backoff = backoff
         self._errors = KAFKA_ERRORS if errors is None else errors
@@ -110,87 +95,85 @@ class Sender:
     def start(self, batches: dict[Partition, Batch]) -> Round:
         """Send each batch once, one Produce request per leader, all in flight at once; `finish` reads the
         answers. In a transaction, partitions are added to it first (those not added wait for the next round)."""
-        h, txn = self._host, self._host._txn
-        self.coordinator_busy = False
+        guarantee = self._guarantee
         now = time.monotonic()
-        missing = {tp[0] for tp in batches if self.leaders.get(tp, -1) < 0}
-        if missing and self.backoff.ready("metadata", now):
-            try:
-                self.leaders.update(h._info.leaders(missing))
-                self.backoff.succeeded("metadata")
-                h._failures.succeeded("metadata_request_failed", now)
-            except NoAnswer as exc:
-                self.backoff.failed("metadata", now)
-                name = kafka_error_name(exc)
-                for topic in sorted(missing):
-                    self._errors.count(name, topic=topic, now=now)
-                h._failures.failed("metadata_request_failed", now, error=name,
-                                   topics=",".join(sorted(missing)), detail=repr(exc))
+        self._look_up_leaders({tp[0] for tp in batches if self.leaders.get(tp, -1) < 0}, now)
         by_leader: dict[int, dict[Partition, Batch]] = {}
         retry: dict[Partition, Batch] = {}
-        if txn is not None:
-            if txn.failed:  # the transaction is lost: nothing more of it is sent
-                h._drop(list(batches.values()), txn.error)
-                return Round({}, {})
-            new = {tp for tp in batches if tp not in txn.partitions}
-            if new:
-                self.coordinator_busy = h._add_partitions(new)
+        admission = guarantee.admit(batches)
+        self.coordinator_busy = admission.busy
+        if admission.lost:  # the transaction is lost: nothing more of it is sent
+            return Round({}, {})
         for tp, b in batches.items():
             leader = self.leaders.get(tp, -1)
             if leader < 0:  # not known yet: asked again after the back-off
                 self.backoff.failed(tp, now)
                 retry[tp] = b
-            elif txn is not None and tp not in txn.partitions:  # not added to the transaction yet
-                if not self.coordinator_busy:  # busy: asked again after TXN_RETRY_BACKOFF_S (the producer's loop)
+            elif not guarantee.holds(tp):  # not added to the transaction yet
+                if not self.coordinator_busy:  # busy: asked again after TXN_RETRY_BACKOFF_S (the sender's loop)
                     self.backoff.failed(tp, now)
                 retry[tp] = b
             else:
                 by_leader.setdefault(leader, {})[tp] = b
         started: dict[int, tuple[dict[Partition, Batch], Any]] = {}
-        txn_id = {"transactional_id": txn.transactional_id} if txn is not None else {}
+        fields = guarantee.produce_fields
         for leader, group in by_leader.items():
             try:
-                call: Any = h._info.produce_start({tp: b.payload for tp, b in group.items()}, leader=leader,
-                                                  timeout_ms=self._request_timeout_ms, **txn_id)
+                call: Any = self.client.produce_start({tp: b.payload for tp, b in group.items()}, leader=leader,
+                                                      timeout_ms=self._request_timeout_ms, **fields)
             except NoAnswer as exc:  # not sent: read as an unanswered request
                 call = exc
             started[leader] = (group, call)
         return Round(started, retry)
 
+    def _look_up_leaders(self, missing: set[str], now: float) -> None:
+        """The leaders of `missing` topics' partitions, once the metadata's back-off allows."""
+        if not missing or not self.backoff.ready("metadata", now):
+            return
+        try:
+            self.leaders.update(self.client.leaders(missing))
+            self.backoff.succeeded("metadata")
+            self._failures.succeeded("metadata_request_failed", now)
+        except NoAnswer as exc:
+            self.backoff.failed("metadata", now)
+            name = kafka_error_name(exc)
+            for topic in sorted(missing):
+                self._errors.count(name, topic=topic, now=now)
+            self._failures.failed("metadata_request_failed", now, error=name,
+                                  topics=",".join(sorted(missing)), detail=repr(exc))
+
     def finish(self, round_: Round, ahead: dict[Partition, Batch]) -> dict[Partition, Batch]:
         """The answers to `start`'s requests (waiting for them): reports for the batches delivered or refused for
         good; return those to send again. A batch sealed `ahead` whose partition's batch in this round was not
-        delivered goes back to be sealed again (the host's _unready)."""
-        h = self._host
+        delivered goes back to be sealed again (`_unready`)."""
         answers = Answers(round_.retry)
         for leader, (group, call) in round_.started.items():
             per_partition = self._answers_of(leader, group, call, answers)
             if per_partition is None:
                 continue
-            refused = h._info.produce_record_errors(call) if any(
+            refused = self.client.produce_record_errors(call) if any(
                 code in RECORD_REFUSALS for code, _ in per_partition.values()) else {}
             for tp, b in group.items():
                 code, base_offset = per_partition.get(tp, (NETWORK_EXCEPTION, -1))  # no answer for it
                 self._on_answer(b, code, base_offset, ahead, answers, leader, refused.get(tp, ()))
         self._expire(answers)
-        h._finish(answers.done)
+        self._reports.finish(answers.done)
         retry = answers.retry
         for tp in [tp for tp in ahead if tp in retry or answers.renew]:  # sealed under a sequence or id that changes
-            h._unready(ahead.pop(tp))
+            self._unready(ahead.pop(tp))
         if answers.renew:
             self.renew_producer_id(self._request_timeout_ms / 1000)
-            retry = h._stamp_again(retry)
+            retry = self._encoder.stamp_again(retry)
         return retry
 
     def _answers_of(self, leader: int, group: dict[Partition, Batch], call: Any,
                     answers: Answers) -> dict[Partition, tuple[int, int]] | None:
         """One leader's answer: (code, base offset) per partition; None when there was none (the outcome is
         unknown: the same bytes go again)."""
-        h = self._host
         try:
             if isinstance(call, NoAnswer):
                 raise call
-            got = h._info.produce_answers(call)
+            got = self.client.produce_answers(call)
         except NoAnswer as exc:
             now = time.monotonic()
             name = kafka_error_name(exc)
@@ -200,7 +183,7 @@ class Sender:
                 topics.setdefault(tp[0], []).append(tp[1])
             for topic, ps in topics.items():
                 self._errors.count(name, topic=topic, broker=leader, partitions=ps, now=now)
-            h._failures.failed("produce_request_failed", now, key=(leader,), broker=leader, error=name,
+            self._failures.failed("produce_request_failed", now, key=(leader,), broker=leader, error=name,
                                partitions="; ".join(f"{t} [{','.join(map(str, sorted(ps)))}]"
                                                     for t, ps in sorted(topics.items())),
                                detail=repr(exc))
@@ -212,7 +195,7 @@ class Sender:
                     self.leaders.pop(tp, None)
             answers.retry.update(group)
             return None
-        h._failures.succeeded("produce_request_failed", time.monotonic(), key=(leader,))
+        self._failures.succeeded("produce_request_failed", time.monotonic(), key=(leader,))
         return got
 
     def renew_producer_id(self, timeout: float) -> None:
@@ -223,27 +206,27 @@ class Sender:
         while True:
             name = ""
             try:
-                code, pid, epoch = self._host._info.init_producer_id()
+                code, pid, epoch = self.client.init_producer_id()
             except NoAnswer as exc:  # connected, but no answer (KafkaUnavailableError: cannot connect at all)
                 code, pid, epoch, last, name = -1, -1, -1, repr(exc), kafka_error_name(exc)
             if code == 0:
                 self.backoff.succeeded("producer_id")
-                self._host._failures.succeeded("init_producer_id_failed", time.monotonic())
-                self._host._seq.renew(pid, epoch)
-                self._log.info("producer_id", client_id=self._host.client_id, producer_id=pid, epoch=epoch)
+                self._failures.succeeded("init_producer_id_failed", time.monotonic())
+                self._seq.renew(pid, epoch)
+                self._log.info("producer_id", client_id=self.client_id, producer_id=pid, epoch=epoch)
                 return
             if code > 0:
                 last = f"InitProducerId error {error_name(code)}"
                 if not is_retriable(code):
-                    raise KafkaUnavailableError(f"producer {self._host.client_id}: {last}",
+                    raise KafkaUnavailableError(f"producer {self.client_id}: {last}",
                                                 kafka_error=error_name(code), retriable=False)
             if name or is_retriable(code):  # retried: counted and logged (at most once per 30 s)
                 name = name or kafka_error_name(code)
                 self._errors.count(name)
-                self._host._failures.failed("init_producer_id_failed", time.monotonic(), error=name, detail=last)
+                self._failures.failed("init_producer_id_failed", time.monotonic(), error=name, detail=last)
             if time.monotonic() >= deadline:
                 self.backoff.succeeded("producer_id")
-                raise KafkaUnavailableError(f"producer {self._host.client_id}: cannot get a producer id: {last}")
+                raise KafkaUnavailableError(f"producer {self.client_id}: cannot get a producer id: {last}")
             time.sleep(min(self.backoff.failed("producer_id", time.monotonic()),
                            max(0.0, deadline - time.monotonic())))
 
@@ -256,7 +239,7 @@ class Sender:
         else:
             what = batching.outcome(code, b.count, is_retriable(code))
         if what is not Outcome.DELIVERED and b.tp in ahead:  # before its own sequence is set back (below)
-            self._host._unready(ahead.pop(b.tp))
+            self._unready(ahead.pop(b.tp))
         if what is Outcome.DELIVERED:
             self._delivered(b, base_offset, answers)
         elif what is Outcome.RETRY:
@@ -271,8 +254,8 @@ class Sender:
     def _delivered(self, b: Batch, base_offset: int, answers: Answers) -> None:
         answers.done.append((None, b, base_offset))
         self.backoff.succeeded(b.tp)
-        self._host._failures.succeeded("produce_partition_failed", time.monotonic(), key=b.tp)
-        self._host._record_sent(b)
+        self._failures.succeeded("produce_partition_failed", time.monotonic(), key=b.tp)
+        self._reports.sent(b)
 
     def _send_again(self, b: Batch, code: int, answers: Answers, leader: int) -> None:
         """Retriable: the same bytes again (same producer id and sequence: never written twice), after the
@@ -283,10 +266,16 @@ class Sender:
         name = kafka_error_name(code)
         topic, partition = b.tp
         self._errors.count(name, topic=topic, broker=leader, partitions=[partition], now=now)
-        self._host._failures.failed("produce_partition_failed", now, key=(topic, partition, name), topic=topic,
+        self._failures.failed("produce_partition_failed", now, key=(topic, partition, name), topic=topic,
                                     partition=partition, broker=leader, error=name, records=b.count)
         if is_invalid_metadata(code):  # the partition's leader must be looked up again
             self.leaders.pop(b.tp, None)
+
+    def _unready(self, b: Batch) -> None:
+        """A batch sealed ahead goes back to its partition's queue, to be sealed again (its sequence or the producer
+        id may change): the next batch of its partition takes its sequences."""
+        self._acc.put_back(b)
+        self._seq.set_back(b.tp, b.base_sequence)
 
     def wait(self, tp: Partition, now: float) -> float:
         """Seconds until a batch of `tp` may be sent again (0: now)."""
@@ -295,20 +284,18 @@ class Sender:
     def _renew(self, b: Batch, code: int, answers: Answers) -> None:
         """The broker forgot the producer id: idempotent, sent again under a new one; in a transaction, it is lost
         with the transaction."""
-        if self._host._txn is not None:
-            self._host._drop([b], _abortable(b.tp, code))
-        else:
+        if not self._guarantee.abandon([b], _abortable(b.tp, code)):
             answers.retry[b.tp] = b
             answers.renew = True
 
     def _split(self, b: Batch, code: int, refused: tuple[int, ...] = ()) -> None:
         """Too large for the topic: its halves go back to be sealed as batches of their own. Refused for some of its
         records (RECORD_REFUSALS; `refused`: their indexes, when the answer names them): cut until each of those is
-        alone (produce_batches.isolate), the pieces go back in order; one refused alone is reported (`_refused`)."""
-        self._host._seq.set_back(b.tp, b.base_sequence)  # not written: its sequences go to the pieces
+        alone (batches.isolate), the pieces go back in order; one refused alone is reported (`_refused`)."""
+        self._seq.set_back(b.tp, b.base_sequence)  # not written: its sequences go to the pieces
         if code not in RECORD_REFUSALS:
-            self._host._split_back(b)
-            self._log.info("batch_split", client_id=self._host.client_id, topic=b.tp[0], partition=b.tp[1],
+            self._acc.split_back(b)
+            self._log.info("batch_split", client_id=self.client_id, topic=b.tp[0], partition=b.tp[1],
                            records=b.count, bytes=len(b.payload))
             return
         if b.section is not None:
@@ -316,8 +303,8 @@ class Sender:
         else:
             assert b.records is not None
             pieces = isolate(b.records, b.count, refused, record_halves)
-        self._host._split_back(b, pieces)
-        self._log.info("batch_refused_for_some_records", client_id=self._host.client_id, topic=b.tp[0],
+        self._acc.split_back(b, pieces)
+        self._log.info("batch_refused_for_some_records", client_id=self.client_id, topic=b.tp[0],
                        partition=b.tp[1], records=b.count, error=error_name(code),
                        refused=list(refused) or "not named (cut in halves)", pieces=len(pieces),
                        note="sent again in order; only a record refused alone fails")
@@ -326,10 +313,10 @@ class Sender:
         """Refused for good. In a transaction, fenced or ended by the coordinator: the transaction is lost (the
         abort's epoch bump tells which). Otherwise reported failed; the next batch takes its sequences."""
         tp = b.tp
-        if self._host._txn is not None and code in batching.SEQUENCE_BROKEN_CODES | {PRODUCER_FENCED}:
-            self._host._drop([b], _abortable(tp, code))
+        if code in batching.SEQUENCE_BROKEN_CODES | {PRODUCER_FENCED} and self._guarantee.abandon(
+                [b], _abortable(tp, code)):
             return
-        self._host._seq.set_back(tp, b.base_sequence)
+        self._seq.set_back(tp, b.base_sequence)
         answers.renew = answers.renew or code in batching.SEQUENCE_BROKEN_CODES
         what = (f"the broker refused a batch of {b.count} records ({len(b.payload)} bytes)" if b.count > 1 else
                 f"the broker refused this record, sent alone ({len(b.payload)} bytes)")
@@ -347,9 +334,7 @@ class Sender:
                 continue
             del answers.retry[tp]
             why = f"{tp[0]} [{tp[1]}]: not acknowledged within {self._delivery_timeout:.0f} s"
-            if self._host._txn is not None:
-                self._host._drop([b], ProduceError(MSG_TIMED_OUT, why, txn_requires_abort=True))
-            else:
+            if not self._guarantee.abandon([b], ProduceError(MSG_TIMED_OUT, why, txn_requires_abort=True)):
                 answers.renew = True
                 answers.done.append((ProduceError(MSG_TIMED_OUT, why), b, -1))
 
