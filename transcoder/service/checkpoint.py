@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Literal, Protocol
 
 import structlog
@@ -94,14 +95,14 @@ class Checkpoint:
         return False
 
     # ------------------------------------------------------------------ the lane's calls
-    def begin(self, assigned: set[Partition]) -> None:
+    def begin(self, assigned: AbstractSet[Partition]) -> None:
         """A new assignment (`assigned`: everything the lane holds now)."""
 
     def commit(self, partitions: Iterable[Partition], *, leaving: bool = False) -> None:
         """Commit what may be committed of `partitions`. `leaving`: they are being revoked or the lane stops."""
         raise NotImplementedError
 
-    def revoke(self, partitions: list[Partition], assigned: set[Partition]) -> None:
+    def revoke(self, partitions: list[Partition], assigned: AbstractSet[Partition]) -> None:
         """Partitions are revoked: commit what may be committed before they go."""
         raise NotImplementedError
 
@@ -112,7 +113,7 @@ class Checkpoint:
         """The loop's, after each poll: what a rebalance callback left to do outside it (`held`: the partitions the
         lane holds now)."""
 
-    def close(self, assigned: set[Partition], *, failed: bool) -> None:
+    def close(self, assigned: AbstractSet[Partition], *, failed: bool) -> None:
         """The lane stops: deliver what is in flight and commit it (unless it `failed`)."""
         raise NotImplementedError
 
@@ -209,11 +210,11 @@ class AtLeastOnce(Checkpoint):
             return
         self._record(offsets)
 
-    def revoke(self, partitions: list[Partition], assigned: set[Partition]) -> None:
+    def revoke(self, partitions: list[Partition], assigned: AbstractSet[Partition]) -> None:
         self.writer.drain(self.timeout_s)
         self.commit(partitions, leaving=True)
 
-    def close(self, assigned: set[Partition], *, failed: bool) -> None:
+    def close(self, assigned: AbstractSet[Partition], *, failed: bool) -> None:
         if not failed:
             self.writer.drain(self.timeout_s)
         else:
@@ -236,7 +237,7 @@ class ExactlyOnce(Checkpoint):
 
     def __init__(self, lane: str, writer: Writer, consumer: GroupConsumer, status: LaneStatus, timeout_s: float,
                  book: PartitionBook, readiness: Readiness, *, group_id: str,
-                 transactional_id: Callable[[set[Partition]], str],
+                 transactional_id: Callable[[AbstractSet[Partition]], str],
                  rewind: Callable[[dict[Partition, int | None]], None],
                  drain: Drain) -> None:
         super().__init__(lane, writer, consumer, status, timeout_s, book, readiness)
@@ -271,7 +272,7 @@ class ExactlyOnce(Checkpoint):
         """Whether a transaction may be committed: one is open (something assigned) and the lane has not failed."""
         return bool(self.writer.producers) and not self.failed
 
-    def begin(self, assigned: set[Partition]) -> None:
+    def begin(self, assigned: AbstractSet[Partition]) -> None:
         """The transactional producer of this assignment. Its id is the lane's and the partitions': an instance
         restarted (or any other) with the same partitions fences this one's open transaction."""
         self.settle()  # lost and assigned again in one poll: the lost transaction ends first
@@ -338,7 +339,7 @@ class ExactlyOnce(Checkpoint):
         if not leaving:
             self._rewind(partitions)
 
-    def revoke(self, partitions: list[Partition], assigned: set[Partition]) -> None:
+    def revoke(self, partitions: list[Partition], assigned: AbstractSet[Partition]) -> None:
         self.commit(assigned, leaving=True)  # eager rebalancing: the whole assignment goes
 
     def lost(self) -> None:
@@ -365,7 +366,7 @@ class ExactlyOnce(Checkpoint):
         if tps:
             self._rewind(tps)
 
-    def close(self, assigned: set[Partition], *, failed: bool) -> None:
+    def close(self, assigned: AbstractSet[Partition], *, failed: bool) -> None:
         if failed:
             self.failed = True  # nothing more is committed, not even by the revoke of close()
             self.abort_due = False

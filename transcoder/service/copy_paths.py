@@ -92,8 +92,9 @@ class Reading:
     raise_callback_error: Callable[[], None]
 
 
-def _partitions_of(msgs: list[Any]) -> set[Partition]:
-    return {(m.topic(), m.partition()) for m in msgs}
+def _read_from(msgs: list[Any]) -> set[Partition]:
+    """The partitions records of `msgs` were read from (a message carrying an error is no record)."""
+    return {(m.topic(), m.partition()) for m in msgs if m.error() is None}
 
 
 def start_time_offsets(consumer: Consumer, committed: list[TopicPartition], start: datetime) -> dict[Partition, int]:
@@ -173,7 +174,8 @@ class Records:
         stopped = [p for p in partitions if (p.topic, p.partition) in self.book.withheld]
         if stopped:
             consumer.pause(stopped)
-        self._push([(p.topic, p.partition) for p in partitions])
+        for p in partitions:  # the consumer's position is its last record's + 1: none before the first (librdkafka)
+            self.book.read_to((p.topic, p.partition), None)
 
     def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition],
                             committed: list[TopicPartition], start: datetime) -> None:
@@ -200,7 +202,7 @@ class Records:
         self.r.raise_callback_error()
         if msgs:
             self._copy(msgs)
-            self._push(_partitions_of(msgs))
+            self._push(_read_from(msgs))  # where the consumer is now in what it handed out
 
     def _copy(self, msgs: list[Any]) -> None:
         r = self.r
@@ -237,7 +239,7 @@ class Records:
         if self.r.losses.recreated([m.topic()], at={(m.topic(), m.partition()): offset}):
             return  # the topic was recreated: reported as such
         if offset < 0 or first <= offset <= end:  # not a loss (a position moved meanwhile): read on
-            self.consumer.seek(TopicPartition(m.topic(), m.partition(), max(offset, first)))
+            self._seek((m.topic(), m.partition()), max(offset, first))
             return
         self.r.losses.lost(SourceLoss(m.topic(), m.partition(), offset, first, end))
         if self.continue_past_loss:
@@ -249,7 +251,7 @@ class Records:
         self.r.group.reassign(self.consumer, TopicPartition(topic, partition, offset), self.book.assigned)
         if self.book.paused:
             self.consumer.pause([TopicPartition(topic, partition)])
-        self._push([(topic, partition)])
+        self.book.read_to((topic, partition), None)  # assigned anew: no position before its first record
 
     def lags(self, stats: dict[str, Any], committed: Mapping[Partition, int]) -> dict[Partition, int]:
         return self.r.group.lags(stats, committed)
@@ -269,8 +271,12 @@ class Records:
             if offset is None and self.r.start == "earliest":
                 offset = OFFSET_BEGINNING
             if offset is not None:
-                self.consumer.seek(TopicPartition(*tp, offset))
-                self._push([tp])
+                self._seek(tp, offset)
+
+    def _seek(self, tp: Partition, offset: int) -> None:
+        """Read `tp` on from `offset`: the next record the lane hands the writer (a logical offset: not known)."""
+        self.consumer.seek(TopicPartition(*tp, offset))
+        self.book.read_to(tp, offset)
 
     def restart(self, tp: Partition) -> None:
         self._restart_at(tp[0], tp[1], OFFSET_BEGINNING)

@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import structlog
@@ -103,9 +104,9 @@ class Lane:
         self._closed = False
 
     @property
-    def assigned(self) -> set[Partition]:
+    def assigned(self) -> AbstractSet[Partition]:
         """The partitions the group assigned the lane (the book's)."""
-        return self.book.assigned  # type: ignore[return-value]  # the book's own set, read-only by convention
+        return self.book.assigned
 
     # ------------------------------------------------------------------ callbacks (loop thread)
     def on_consumer_stats(self, raw: str) -> None:
