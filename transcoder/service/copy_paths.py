@@ -221,8 +221,10 @@ class Records:
         r.counted(n, nbytes)
 
     def _push(self, tps: Iterable[Partition]) -> None:
-        """The consumer's positions of `tps` (the next record it hands out), into the book."""
-        for p in self.consumer.position([TopicPartition(t, q) for t, q in sorted(tps)]):
+        """The consumer's positions of `tps` (the next record it hands out), into the book; of those still held
+        (records handed out before a rebalance callback of the same step revoked their partition are not)."""
+        held = [TopicPartition(t, q) for t, q in sorted(tps) if (t, q) in self.book.assigned]
+        for p in self.consumer.position(held) if held else ():
             self.book.read_to((p.topic, p.partition), p.offset)
 
     def _reset_error(self, m: Any) -> None:
