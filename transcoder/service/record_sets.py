@@ -38,6 +38,9 @@ class RecordSets:
         #: records fetched and not yet handed to the writer (no room under max_in_flight_bytes for them yet), as
         #: (StoredRecords, index of the first one left); such a partition is not fetched meanwhile
         self.pending: dict[Partition, tuple[Any, int]] = {}
+        #: partitions held whose position the fetcher does not know yet (an "earliest" or "latest" start it has
+        #: still to ask Kafka for): pushed into the book each step until it does
+        self._unknown: set[Partition] = set()
         self._stray_logged = False
 
     def assign(self, consumer: Consumer, partitions: list[TopicPartition], committed: list[TopicPartition],
@@ -84,7 +87,9 @@ class RecordSets:
         # The Fetches wait no later than the first open batch's linger end, so `tick` sends it on time.
         fetched = self.fetcher.fetch(budget=max(self.flow.room(), 1), skip=self.pending,
                                      until=r.writer.linger_due()) if not idle else {}
+        moved = set(fetched)  # the fetcher's positions moved past what it fetched
         for loss in self.fetcher.take_losses():
+            moved.add((loss.topic, loss.partition))  # on_source_loss: continue: moved on to the first offset left
             r.losses.fetch_loss(loss)
         now = time.monotonic()
         for tp, f in fetched.items():
@@ -95,13 +100,15 @@ class RecordSets:
                 if self.book.unstarted(tp):
                     self.book.read_from(tp, int(f.records.span(0, 1)[0]))
         if not draining:
-            self._hand(now)
+            moved.update(self._hand(now))
         r.writer.tick(now)
-        self._push(self.book.assigned)
+        self._push(moved | self._unknown)
 
-    def _hand(self, now: float) -> None:
-        """Each partition's records waiting here, handed to the writer up to the room."""
+    def _hand(self, now: float) -> list[Partition]:
+        """Each partition's records waiting here, handed to the writer up to the room; returns the partitions
+        handed some."""
         r = self.r
+        handed = []
         for tp, (records, start) in list(self.pending.items()):
             room = self.flow.room()
             if room <= 0:
@@ -112,15 +119,24 @@ class RecordSets:
             else:
                 del self.pending[tp]
             n, nbytes = r.writer.write_stored(tp, records, now, start, stop)
+            handed.append(tp)
             if r.sampler.capturing:  # live scoring: a window is open
                 r.sampler.offer([Delivered(tp[0], tp[1], o, (k, v, h, ts, 0))
                                  for o, ts, k, v, h in map(records.record, range(start, stop))])
             r.counted(n, nbytes)
+        return handed
 
     def _push(self, tps: Iterable[Partition]) -> None:
-        """Where the lane has read in `tps`, into the book."""
+        """Where the lane has read in `tps` (partitions it holds), into the book."""
         for tp in tps:
-            self.book.read_to(tp, self.position(tp))
+            if tp not in self.book.assigned:
+                continue
+            at = self.position(tp)
+            self.book.read_to(tp, at)
+            if at is None:
+                self._unknown.add(tp)
+            else:
+                self._unknown.discard(tp)
 
     def lags(self, stats: dict[str, Any], committed: Mapping[Partition, int]) -> dict[Partition, int]:
         # the consumer never fetches: the ends are the fetcher's and the broker's
@@ -166,6 +182,7 @@ class RecordSets:
         for tp in tps:
             self.fetched_ends.pop(tp, None)
             self.pending.pop(tp, None)
+            self._unknown.discard(tp)
 
     def nothing_to_copy(self, tp: Partition, high: int) -> bool:
         """The fetcher knows its position before the first record (librdkafka's consumer has none)."""
