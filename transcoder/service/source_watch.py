@@ -73,6 +73,8 @@ class MapWriter(Protocol):
 
 
 class _Unwired:
+    """Until `SourceWatch.read_through`: nothing to hold or restart partitions through."""
+
     def hold(self, tps: set[Partition], hold: bool) -> None:
         raise AssertionError("SourceWatch.read_through was not called")
 

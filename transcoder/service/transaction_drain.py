@@ -6,6 +6,9 @@ blocking in a flush. It waits at most half the transaction's life (transaction_t
 commit. What a transaction's batches may hold unacknowledged at once follows the drains, so that a drain takes about
 the commit interval: a codec slower than that commits smaller transactions instead of missing the drain limit,
 aborting, and reading the same records again.
+
+`NoDrain` stands in everywhere else (at-least-once, exactly-once on records): nothing waits before a commit, and the
+writer may be handed what max_in_flight_bytes leaves. service.assembly chooses one of the two for the lane.
 """
 
 from __future__ import annotations
