@@ -186,20 +186,23 @@ class AtLeastOnce(Checkpoint):
     map durable -> the consumer's commit. A commit that fails (a rebalance, a coordinator move) is left to the next."""
 
     def commit(self, partitions: Iterable[Partition], *, leaving: bool = False) -> None:
+        # 1. acknowledgements counted
         self.writer.flush_acked()
         self.status.dead_lettered = self.writer.dead_lettered
         tps = list(partitions)
         if not tps:
             return
+        # 2. the offsets every destination acknowledged, from the book's read positions
         offsets = acknowledged_offsets(tps, self.book.read_positions(tps), self.ledger, self.book.committed,
                                        self.book.withheld)
         if not offsets:
             return
+        # 3. the offset map durable
         if not self.writer.flush_map(min(10.0, self.timeout_s)):
             log.warning("commit_deferred", lane=self.lane, reason="offset map not acknowledged yet",
                         topic=self.writer.config.offset_map_topic)
             return
-        try:
+        try:  # 4. the consumer's commit, into the book
             self.consumer.commit(offsets=_topic_partitions(offsets), asynchronous=False)
         except KafkaException as exc:
             err = exc.args[0]
@@ -290,7 +293,7 @@ class ExactlyOnce(Checkpoint):
                 self.book.abandon(tps)
             self.settle(() if leaving else tps)
             return
-        if not leaving:  # leaving: commit_transaction delivers them, waiting
+        if not leaving:  # 1. (record sets) the batches acknowledged; leaving: commit_transaction delivers them
             drained = self.drain.step(time.monotonic())
             if drained is None:
                 return  # the loop goes on (polling, readiness) and commits once the batches are acknowledged
@@ -299,11 +302,12 @@ class ExactlyOnce(Checkpoint):
                            f"its batches were not acknowledged within {self.drain.limit_s:g} s (half of "
                            "transaction_timeout_ms)")
                 return
+        # 2. the book's read positions past the last commit
         offsets = read_offsets(tps, self.book.read_positions(tps), self.book.committed,
                                self.book.abandoned | self.book.withheld)
         if not offsets:
             return
-        try:
+        try:  # 3. the transaction's records and map delivered, the offsets added, the transaction committed
             self.writer.commit_transaction(_topic_partitions(offsets), self.consumer.consumer_group_metadata(),
                                            self.timeout_s, retrying=self._waiting)
         except KafkaException as exc:
@@ -312,7 +316,7 @@ class ExactlyOnce(Checkpoint):
         except TransactionStuck as exc:
             self.replace(tps, str(exc), leaving=leaving)
             return
-        self.writer.flush_acked()
+        self.writer.flush_acked()  # 4. acknowledgements counted; the commit into the book
         self._record(offsets)
 
     def abort(self, partitions: list[Partition], why: str, *, leaving: bool = False) -> None:
