@@ -92,11 +92,6 @@ class Reading:
     raise_callback_error: Callable[[], None]
 
 
-def _read_from(msgs: list[Any]) -> set[Partition]:
-    """The partitions records of `msgs` were read from (a message carrying an error is no record)."""
-    return {(m.topic(), m.partition()) for m in msgs if m.error() is None}
-
-
 def start_time_offsets(consumer: Consumer, committed: list[TopicPartition], start: datetime) -> dict[Partition, int]:
     """Where partitions this group never committed start: the first offset at the configured time
     (OFFSET_END, -1: no record since)."""
@@ -201,10 +196,12 @@ class Records:
                 msgs += self.consumer.consume(_CONSUME_BATCH - 1, timeout=0)
         self.r.raise_callback_error()
         if msgs:
-            self._copy(msgs)
-            self._push(_read_from(msgs))  # where the consumer is now in what it handed out
+            copied = self._copy(msgs)
+            self._push({(m.topic(), m.partition()) for m in copied})  # where the consumer is now in them
 
-    def _copy(self, msgs: list[Any]) -> None:
+    def _copy(self, msgs: list[Any]) -> list[Any]:
+        """Hands the records of `msgs` to the writer; returns what was handed (an offset reset error is handled
+        apart: its partition is read again from elsewhere, or reported lost)."""
         r = self.r
         reset = [m for m in msgs if m.error() is not None and m.error().code() == KafkaError._AUTO_OFFSET_RESET]
         if reset:  # auto.offset.reset=error: the position's records are gone (or the partition ends before it)
@@ -219,6 +216,7 @@ class Records:
         if r.sampler.capturing:  # live scoring: a window is open
             r.sampler.offer(msgs)
         r.counted(n, nbytes)
+        return msgs
 
     def _push(self, tps: Iterable[Partition]) -> None:
         """The consumer's positions of `tps` (the next record it hands out), into the book; of those still held
