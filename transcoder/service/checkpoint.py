@@ -5,84 +5,104 @@ every destination acknowledged. exactly-once: the read positions past the last c
 its records and map, adds the offsets, commits (writer.commit_transaction); when Kafka makes it abort, it is
 aborted and its partitions read again from their last commit (or never committed, when they are leaving).
 
-The checkpoint holds where each partition's commit stands (`committed`, and exactly-once `first_read`,
-`abandoned`); the lane tells it where it has read (`positions`) and how to read a partition again (`rewind`).
-All of it runs on the lane's thread.
+The checkpoint owns the lane's partition book (where each partition stands: read to, committed, withheld,
+abandoned); the copy path pushes its read positions into the book, the checkpoint commits from it. exactly-once
+also owns the drain before a commit (record sets) and the release of the group offsets a lost commit marker left
+pending: each guarantee has one commit road. All of it runs on the lane's thread.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any, Literal, Protocol
 
 import structlog
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from transcoder.kafka.writer import TransactionalSink as Writer
+from transcoder.errors import TranscoderError
+from transcoder.kafka.writer import Sink, TransactionalSink
 from transcoder.kafka.writer.transactions import TransactionStuck
 from transcoder.metrics.status import LaneStatus
-from transcoder.pipeline.commits import (
-    acknowledged_offsets,
-    read_offsets,
-    rewind_offset,
-)
+from transcoder.pipeline.commits import acknowledged_offsets, read_offsets, release_offsets
+from transcoder.pipeline.partition_book import PartitionBook
 from transcoder.pipeline.partitions import Partition, show
 
 log = structlog.get_logger("transcoder.lane")
+
+#: One read of the group's committed offsets on assignment waits this long; while they cannot be read (Kafka
+#: unreachable, or unstable: a transaction still open) the lane says so (readiness) and asks again.
+COMMITTED_READ_S = 10.0
 
 
 class GroupConsumer(Protocol):
     """What a checkpoint uses of the lane's consumer (confluent_kafka.Consumer)."""
 
-    def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> Any: ...
+    def commit(self, *, offsets: list[TopicPartition], asynchronous: Literal[False]) -> Any: ...
 
     def consumer_group_metadata(self) -> Any: ...
 
+    def committed(self, partitions: list[TopicPartition], timeout: float = -1) -> list[TopicPartition]: ...
 
-Positions = Callable[[list[Partition]], dict[Partition, int | None]]
+
+class Readiness(Protocol):
+    """What a checkpoint tells the lane's readiness (service.readiness.Readiness)."""
+
+    def cannot_copy(self, why: str, since: float) -> None: ...
+    def waiting_on_kafka(self, why: str) -> None: ...
+
+
+class Drain(Protocol):
+    """What a transaction waits for before it commits (transaction_drain: TransactionDrain or NoDrain)."""
+
+    limit_s: float
+
+    @property
+    def draining(self) -> bool: ...
+    def step(self, now: float) -> bool | None: ...
+    def forget(self) -> None: ...
 
 
 class Checkpoint:
-    """Commits what a lane may commit; holds each partition's last commit. The at-least-once and exactly-once
-    variants differ in what they commit and how; the lane calls the same methods on either."""
+    """Commits what a lane may commit, from its partition book. The at-least-once and exactly-once variants differ
+    in what they commit and how; the lane calls the same methods on either."""
 
-    #: whether an aborted transaction reads partitions again (exactly-once only)
-    rewinds = False
-
-    def __init__(self, lane: str, writer: Writer, consumer: GroupConsumer, status: LaneStatus, timeout_s: float,
-                 positions: Positions) -> None:
+    def __init__(self, lane: str, writer: Sink, consumer: GroupConsumer, status: LaneStatus, timeout_s: float,
+                 book: PartitionBook, readiness: Readiness) -> None:
         self.lane = lane
         self.writer = writer
         self.ledger = writer.ledger
         self.consumer = consumer
         self.status = status
         self.timeout_s = timeout_s
-        #: the lane's read positions of partitions it holds: the next offset it would hand the writer
-        self.positions = positions
-        #: source partition -> the offset last committed (or found committed on assignment)
-        self.committed: dict[Partition, int] = {}
-        #: source partition -> the group's commit as this process last knew it (committed or read back), kept when
-        #: the partition goes: what a later assignment releases a lost commit marker's pending offsets with
-        self.known: dict[Partition, int] = {}
-        #: source partition -> when its last committed record was acknowledged (ms; lag in seconds)
-        self.committed_ts: dict[Partition, int] = {}
-        #: partitions nothing is committed for: a recreated topic's under on_source_loss: stop (the old topic's
-        #: position is no offset of the new one)
-        self.withheld: set[Partition] = set()
-        #: exactly-once: per partition never committed, the first offset read (where an aborted transaction
-        #: rewinds to); always empty at-least-once
-        self.first_read: dict[Partition, int] = {}
+        #: where each partition of the assignment stands (the copy path pushes its read positions into it)
+        self.book = book
+        self.readiness = readiness
+
+    @property
+    def committed(self) -> Mapping[Partition, int]:
+        """Source partition -> the offset last committed (or found committed on assignment)."""
+        return self.book.committed
+
+    @property
+    def committed_ts(self) -> Mapping[Partition, int]:
+        return self.book.committed_ts
+
+    @property
+    def draining(self) -> bool:
+        """A transaction waits for its batches before it commits (exactly-once on record sets)."""
+        return False
 
     # ------------------------------------------------------------------ the lane's calls
-    def begin(self, assigned: set[Partition]) -> None:
+    def begin(self, assigned: AbstractSet[Partition]) -> None:
         """A new assignment (`assigned`: everything the lane holds now)."""
 
     def commit(self, partitions: Iterable[Partition], *, leaving: bool = False) -> None:
         """Commit what may be committed of `partitions`. `leaving`: they are being revoked or the lane stops."""
         raise NotImplementedError
 
-    def revoke(self, partitions: list[Partition], assigned: set[Partition]) -> None:
+    def revoke(self, partitions: list[Partition], assigned: AbstractSet[Partition]) -> None:
         """Partitions are revoked: commit what may be committed before they go."""
         raise NotImplementedError
 
@@ -93,48 +113,68 @@ class Checkpoint:
         """The loop's, after each poll: what a rebalance callback left to do outside it (`held`: the partitions the
         lane holds now)."""
 
-    def close(self, assigned: set[Partition], *, failed: bool) -> None:
+    def close(self, assigned: AbstractSet[Partition], *, failed: bool) -> None:
         """The lane stops: deliver what is in flight and commit it (unless it `failed`)."""
         raise NotImplementedError
 
     def forget(self, partitions: Iterable[Partition]) -> None:
         """Partitions the lane no longer holds (revoked or lost)."""
-        for tp in partitions:
-            self.committed.pop(tp, None)
+        self.book.release(partitions)
 
     def found(self, tp: Partition, offset: int) -> None:
         """The group's committed offset of `tp`, read on assignment."""
-        self.committed[tp] = offset
-        self.known[tp] = offset
+        self.book.found(tp, offset)
 
     def restart(self, tp: Partition) -> None:
-        """A partition read again from the start of a new topic (recreated): its old commit is no offset of it."""
-        self.committed.pop(tp, None)
-        self.known.pop(tp, None)
-        self.first_read.pop(tp, None)
+        """A partition read again from the start of a new topic (recreated): what was read of the old topic is
+        delivered, and its old commit is no offset of the new one."""
+        self.ledger.forget([tp])
+        self.book.restart(tp)
 
-    def unstarted(self, tp: Partition) -> bool:
-        """Whether the first offset read of `tp` is still to be noted (`started`)."""
-        return False
+    def read_committed(self, consumer: GroupConsumer, partitions: list[TopicPartition],
+                       stopping: Callable[[], bool], group_id: str) -> list[TopicPartition]:
+        """The group's committed offsets of `partitions`, asked again while they cannot be read and the lane runs
+        (not `stopping`); after the first read that fails, what this guarantee leaves pending is released
+        (`_release`)."""
+        parts = show((p.topic, p.partition) for p in partitions)
+        released = False
+        failed_releases = 0
+        since = time.monotonic()
+        while True:
+            try:
+                return consumer.committed(partitions, timeout=COMMITTED_READ_S)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not (err.retriable() or err.code() == KafkaError._TIMED_OUT) or stopping():
+                    raise TranscoderError(f"lane {self.lane}: could not read group {group_id}'s committed offsets "
+                                          f"of {parts}: {err.str()}") from None
+                why = err.str()
+            self.readiness.cannot_copy(f"group {group_id}'s committed offsets of {parts} unreadable: {why}", since)
+            if released:
+                continue
+            why_not = self._release(partitions)
+            if why_not is not None:  # Kafka unreachable: the reads go on, and it is tried again after each
+                failed_releases += 1
+                if failed_releases == 1:  # once, as lane_cannot_copy is
+                    log.warning("group_offsets_not_released", lane=self.lane, partitions=parts, error=why_not,
+                                note="tried again after each read that fails")
+            else:
+                released = True
 
-    def started(self, tp: Partition, offset: int) -> None:
-        """The first offset this assignment read of a partition never committed."""
-        self.first_read[tp] = offset
-
-    def rewind_offset(self, tp: Partition) -> int | None:
-        """Where a partition is read again after an abort (None: not known)."""
-        return rewind_offset(tp, self.committed, self.first_read)
+    def _release(self, partitions: list[TopicPartition]) -> str | None:
+        """What this guarantee leaves pending in the group once a read of its offsets failed: nothing
+        at-least-once. Returns why it could not be released (None: released)."""
+        return None
 
     # ------------------------------------------------------------------ shared
     def _record(self, offsets: dict[Partition, int]) -> None:
         """Offsets committed: the last commits, when their records were acknowledged, the status."""
-        for tp, off in offsets.items():
-            self.committed[tp] = off
-            self.known[tp] = off
+        acked_ts: dict[Partition, int | None] = {}
+        for tp in offsets:
             acked = [self.writer.acked_ts.get((d, tp[1])) for d in self.ledger.destinations_of.get(tp[0], ())]
-            if acked and None not in acked:
-                self.committed_ts[tp] = min(acked)  # type: ignore[type-var]
-        self.status.committed = dict(self.committed)
+            acked_ts[tp] = min(a for a in acked if a is not None) if acked and None not in acked else None
+        self.book.committed_at(offsets, acked_ts)
+        self.status.committed = dict(self.book.committed)
 
 
 def _topic_partitions(offsets: dict[Partition, int]) -> list[TopicPartition]:
@@ -146,19 +186,23 @@ class AtLeastOnce(Checkpoint):
     map durable -> the consumer's commit. A commit that fails (a rebalance, a coordinator move) is left to the next."""
 
     def commit(self, partitions: Iterable[Partition], *, leaving: bool = False) -> None:
+        # 1. acknowledgements counted
         self.writer.flush_acked()
         self.status.dead_lettered = self.writer.dead_lettered
         tps = list(partitions)
         if not tps:
             return
-        offsets = acknowledged_offsets(tps, self.positions(tps), self.ledger, self.committed, self.withheld)
+        # 2. the offsets every destination acknowledged, from the book's read positions
+        offsets = acknowledged_offsets(tps, self.book.read_positions(tps), self.ledger, self.book.committed,
+                                       self.book.withheld)
         if not offsets:
             return
+        # 3. the offset map durable
         if not self.writer.flush_map(min(10.0, self.timeout_s)):
             log.warning("commit_deferred", lane=self.lane, reason="offset map not acknowledged yet",
                         topic=self.writer.config.offset_map_topic)
             return
-        try:
+        try:  # 4. the consumer's commit, into the book
             self.consumer.commit(offsets=_topic_partitions(offsets), asynchronous=False)
         except KafkaException as exc:
             err = exc.args[0]
@@ -169,11 +213,11 @@ class AtLeastOnce(Checkpoint):
             return
         self._record(offsets)
 
-    def revoke(self, partitions: list[Partition], assigned: set[Partition]) -> None:
+    def revoke(self, partitions: list[Partition], assigned: AbstractSet[Partition]) -> None:
         self.writer.drain(self.timeout_s)
         self.commit(partitions, leaving=True)
 
-    def close(self, assigned: set[Partition], *, failed: bool) -> None:
+    def close(self, assigned: AbstractSet[Partition], *, failed: bool) -> None:
         if not failed:
             self.writer.drain(self.timeout_s)
         else:
@@ -181,6 +225,10 @@ class AtLeastOnce(Checkpoint):
             for p in self.writer.producers:
                 p.flush(self.timeout_s)
         self.commit(assigned, leaving=True)
+
+    def restart(self, tp: Partition) -> None:
+        self.writer.drain(self.timeout_s)  # what was read of the old topic is delivered first
+        super().restart(tp)
 
 
 class ExactlyOnce(Checkpoint):
@@ -190,28 +238,21 @@ class ExactlyOnce(Checkpoint):
     counted. When Kafka makes the transaction abort it is aborted; its partitions are read again from their last
     commit (`rewind`), or, when they are leaving, never committed from here (`abandoned`)."""
 
-    rewinds = True
+    writer: TransactionalSink
 
-    def __init__(self, lane: str, writer: Writer, consumer: GroupConsumer, status: LaneStatus, timeout_s: float,
-                 positions: Positions, *, group_id: str, transactional_id: Callable[[set[Partition]], str],
-                 rewind: Callable[[list[Partition]], None], waiting: Callable[[str], None],
-                 drained: Callable[[], bool | None] | None = None, drain_limit_s: float = 0.0) -> None:
-        super().__init__(lane, writer, consumer, status, timeout_s, positions)
+    def __init__(self, lane: str, writer: TransactionalSink, consumer: GroupConsumer, status: LaneStatus,
+                 timeout_s: float, book: PartitionBook, readiness: Readiness, *, group_id: str,
+                 transactional_id: Callable[[AbstractSet[Partition]], str],
+                 rewind: Callable[[dict[Partition, int | None]], None],
+                 drain: Drain) -> None:
+        super().__init__(lane, writer, consumer, status, timeout_s, book, readiness)
         self.group_id = group_id
         self._transactional_id = transactional_id
-        #: record sets: whether the transaction's batches are all acknowledged (True), cannot be (False: a batch
-        #: failed in it, or not within `drain_limit_s`), or not yet (None: the lane's loop turns meanwhile)
-        self._drained = drained
-        self.drain_limit_s = drain_limit_s
-        #: reads partitions again from `rewind_offset` (the lane's fetcher or consumer)
-        self._rewind = rewind
-        #: told why a transaction call is asked again (the lane's readiness)
-        self._waiting = waiting
-        #: partitions whose read positions are past records of an aborted transaction that were not rewound (they
-        #: were leaving: a revoke, the shutdown). Never committed: the next owner, or the next run, reads them again
-        #: from the last commit. A commit after the abort (the revoke of close(), after the shutdown's abort) would
-        #: otherwise commit those positions, and the aborted records were lost.
-        self.abandoned: set[Partition] = set()
+        #: whether the transaction's batches are all acknowledged (True), cannot be (False: a batch failed in it, or
+        #: not within its limit), or not yet (None: the lane's loop turns meanwhile); always True on records
+        self.drain = drain
+        #: reads partitions again from offsets (the copy path's)
+        self._rewind_to = rewind
         #: the lane failed: its open transaction is aborted and nothing more is committed
         self.failed = False
         #: partitions were lost (another member owns them): the open transaction is aborted by the loop (`settle`),
@@ -219,17 +260,30 @@ class ExactlyOnce(Checkpoint):
         self.abort_due = False
 
     @property
+    def draining(self) -> bool:
+        return self.drain.draining
+
+    def _waiting(self, why: str) -> None:
+        """A transaction call asked again (the coordinator unreachable): the readiness says why."""
+        self.readiness.waiting_on_kafka(why)
+
+    def _rewind(self, tps: list[Partition]) -> None:
+        """Read each partition again from its last commit (or where this assignment began reading)."""
+        self._rewind_to({tp: self.book.rewind_offset(tp) for tp in tps})
+        log.info("partitions_rewound", lane=self.lane, partitions=show(tps))
+
+    @property
     def open(self) -> bool:
         """Whether a transaction may be committed: one is open (something assigned) and the lane has not failed."""
         return bool(self.writer.producers) and not self.failed
 
-    def begin(self, assigned: set[Partition]) -> None:
+    def begin(self, assigned: AbstractSet[Partition]) -> None:
         """The transactional producer of this assignment. Its id is the lane's and the partitions': an instance
         restarted (or any other) with the same partitions fences this one's open transaction."""
         self.settle()  # lost and assigned again in one poll: the lost transaction ends first
         tid = self._transactional_id(assigned)
         self.writer.begin_transactions(tid, self.timeout_s, self.group_id)
-        self.first_read.clear()
+        self.book.begin()
         log.info("transactions_begun", lane=self.lane, transactional_id=tid, partitions=show(sorted(assigned)))
 
     def commit(self, partitions: Iterable[Partition], *, leaving: bool = False) -> None:
@@ -238,23 +292,24 @@ class ExactlyOnce(Checkpoint):
         tps = list(partitions)
         if self.abort_due:  # a lost transaction: aborted, and what it held of `partitions` read again
             if leaving:
-                self.abandoned.update(tps)
+                self.book.abandon(tps)
             self.settle(() if leaving else tps)
             return
-        if self._drained is not None and not leaving:  # leaving: commit_transaction delivers them, waiting
-            drained = self._drained()
+        if not leaving:  # 1. (record sets) the batches acknowledged; leaving: commit_transaction delivers them
+            drained = self.drain.step(time.monotonic())
             if drained is None:
                 return  # the loop goes on (polling, readiness) and commits once the batches are acknowledged
             if not drained:
                 self.abort(tps, "a batch failed in it" if self.writer.transaction_doomed() else
-                           f"its batches were not acknowledged within {self.drain_limit_s:g} s (half of "
+                           f"its batches were not acknowledged within {self.drain.limit_s:g} s (half of "
                            "transaction_timeout_ms)")
                 return
-        offsets = read_offsets(tps, self.positions(tps) if tps else {}, self.committed,
-                               self.abandoned | self.withheld)
+        # 2. the book's read positions past the last commit
+        offsets = read_offsets(tps, self.book.read_positions(tps), self.book.committed,
+                               self.book.abandoned | self.book.withheld)
         if not offsets:
             return
-        try:
+        try:  # 3. the transaction's records and map delivered, the offsets added, the transaction committed
             self.writer.commit_transaction(_topic_partitions(offsets), self.consumer.consumer_group_metadata(),
                                            self.timeout_s, retrying=self._waiting)
         except KafkaException as exc:
@@ -263,9 +318,7 @@ class ExactlyOnce(Checkpoint):
         except TransactionStuck as exc:
             self.replace(tps, str(exc), leaving=leaving)
             return
-        self.writer.flush_acked()
-        for tp in offsets:
-            self.first_read.pop(tp, None)
+        self.writer.flush_acked()  # 4. acknowledgements counted; the commit into the book
         self._record(offsets)
 
     def abort(self, partitions: list[Partition], why: str, *, leaving: bool = False) -> None:
@@ -274,7 +327,7 @@ class ExactlyOnce(Checkpoint):
         log.warning("transaction_aborted", lane=self.lane, error=why, transactional_id=self.writer.transactional_id,
                     note="its records are read and written again from the last commit")
         if leaving:
-            self.abandoned.update(partitions)
+            self.book.abandon(partitions)
         self.writer.abort_transaction(self.timeout_s, retrying=self._waiting)
         if not leaving:
             self._rewind(partitions)
@@ -287,12 +340,12 @@ class ExactlyOnce(Checkpoint):
                     note="a new producer took the transactional id over; its records are read and written again "
                          "from the last commit")
         if leaving:
-            self.abandoned.update(partitions)
+            self.book.abandon(partitions)
         self.writer.replace_producer(self.timeout_s)
         if not leaving:
             self._rewind(partitions)
 
-    def revoke(self, partitions: list[Partition], assigned: set[Partition]) -> None:
+    def revoke(self, partitions: list[Partition], assigned: AbstractSet[Partition]) -> None:
         self.commit(assigned, leaving=True)  # eager rebalancing: the whole assignment goes
 
     def lost(self) -> None:
@@ -319,7 +372,7 @@ class ExactlyOnce(Checkpoint):
         if tps:
             self._rewind(tps)
 
-    def close(self, assigned: set[Partition], *, failed: bool) -> None:
+    def close(self, assigned: AbstractSet[Partition], *, failed: bool) -> None:
         if failed:
             self.failed = True  # nothing more is committed, not even by the revoke of close()
             self.abort_due = False
@@ -329,9 +382,19 @@ class ExactlyOnce(Checkpoint):
             self.commit(assigned, leaving=True)
 
     def forget(self, partitions: Iterable[Partition]) -> None:
-        tps = list(partitions)
-        super().forget(tps)
-        self.abandoned.difference_update(tps)
+        super().forget(partitions)
+        self.drain.forget()  # the transaction waiting to commit went with them (committed or aborted)
 
-    def unstarted(self, tp: Partition) -> bool:
-        return tp not in self.committed and tp not in self.first_read
+    def _release(self, partitions: list[TopicPartition]) -> str | None:
+        """A transaction's offsets left pending with no transaction left (a commit marker lost: a broker killed at
+        the wrong moment) end only with a marker of this producer id: committed with the offsets this process knows
+        (`release_offsets`), else aborted."""
+        tps = [(p.topic, p.partition) for p in partitions]
+        known = release_offsets(tps, self.book.known)
+        why_not = self.writer.release_group_offsets(partitions, self.consumer.consumer_group_metadata(),
+                                                    self.timeout_s, known)
+        if why_not is None:
+            log.warning("group_offsets_released", lane=self.lane, partitions=show(tps), how="committed" if
+                        known else "aborted", offsets=known and dict(zip(show(known), known.values(), strict=True)),
+                        transactional_id=self.writer.transactional_id, note="what this producer id left pending")
+        return why_not

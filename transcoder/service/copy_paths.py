@@ -1,39 +1,43 @@
 """How a lane reads its source partitions and hands their records to the writer: one of two copy paths, chosen once
-when the lane is built (`hot_path`), behind one interface (`CopyPath`).
+when the lane is built (`hot_path`, service.assembly), behind one interface (`CopyPath`).
 
-- `RecordSets` (hot_path: batches, the default): raw Fetches (kafka.fetcher) read each partition's stored record sets,
-  handed to the writer with no Python per record; the consumer only keeps the group (its partitions stay paused)
-  and commits.
+- `RecordSets` (service.record_sets; hot_path: batches, the default): raw Fetches (kafka.fetcher) read each
+  partition's stored record sets, handed to the writer with no Python per record; the consumer only keeps the group
+  (its partitions stay paused) and commits.
 - `Records` (hot_path: records): librdkafka's consumer reads records one by one, handed to the writer as they come.
 
-Both run on the lane's thread and read the lane's state (its assignment, backpressure, checkpoint, source watch);
-what differs between the paths lives here only, so the lane never asks which path it is on.
+Both run on the lane's thread with the collaborators they are handed (`Reading`): the consumer, the writer, the
+partition book (each path pushes where it has read into it), the source watch (losses), the group's assignment
+style; what differs between the paths lives in them only, so the lane never asks which path it is on.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from transcoder.errors import TranscoderError
-from transcoder.kafka.fetcher import Fetcher, SourceLoss
-from transcoder.kafka.producer import Delivered
-from transcoder.kafka.statistics import consumer_lag, stable_offsets
+from transcoder.kafka.fetcher import SourceLoss
+from transcoder.pipeline.partition_book import PartitionBook
 from transcoder.pipeline.partitions import Partition
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
-    from transcoder.config import Config
-    from transcoder.evaluate.live_windows import Sampler
-    from transcoder.kafka.writer import Sink as Writer
-    from transcoder.pipeline.ledger import Ledger
-    from transcoder.pipeline.routes import LaneSpec
-    from transcoder.service.checkpoint import Checkpoint
+    from transcoder.kafka.writer import Sink
+    from transcoder.service.group import Group
 
 log = structlog.get_logger("transcoder.lane")
 
@@ -44,35 +48,58 @@ class Losses(Protocol):
     """What a copy path reports to the lane's source watch (source_watch.SourceWatch)."""
 
     def fetch_loss(self, loss: SourceLoss) -> None: ...
-    def seen_end(self, tp: Partition, end: int) -> None: ...
     def recreated(self, topics: list[str], at: dict[Partition, int]) -> set[Partition]: ...
     def lost(self, loss: SourceLoss) -> None: ...
+    def consumer_error(self, err: KafkaError) -> None: ...
 
 
-class Lane(Protocol):
-    """What a copy path reads of its lane (service.lane.Lane), on the lane's thread."""
+class Sampling(Protocol):
+    """Live scoring's capture (evaluate.live_windows.Sampler), or a no-op when it is off."""
 
-    spec: LaneSpec
-    config: Config
-    consumer: Consumer
-    writer: Writer
-    ledger: Ledger
-    checkpoint: Checkpoint
-    sampler: Sampler | None
-    watch: Losses
-    #: the partitions the group assigned the lane
-    assigned: set[Partition]
-    #: backpressure holds every assigned partition
-    paused: bool
-    eos: bool
+    capturing: bool
+    due: float
+
+    def offer(self, msgs: Sequence[Any]) -> None: ...
+    def tick(self, now: float) -> None: ...
+
+
+class Flow(Protocol):
+    """What the writer may be handed now (transaction_drain: TransactionDrain or NoDrain)."""
 
     @property
     def draining(self) -> bool: ...
     def room(self) -> int: ...
-    def raise_callback_error(self) -> None: ...
-    def consumer_error(self, err: KafkaError) -> None: ...
-    def counted(self, n: int, nbytes: int) -> None: ...
-    def start_time_offsets(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Partition, int]: ...
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What either copy path is handed, on the lane's thread."""
+
+    lane: str
+    #: where partitions never committed start (config.start)
+    start: str | datetime
+    consumer: Consumer
+    writer: Sink
+    #: where each partition stands: the path pushes its read positions into it
+    book: PartitionBook
+    #: the guarantee's assignment style (service.group)
+    group: Group
+    losses: Losses
+    sampler: Sampling
+    #: records (and their bytes) handed to the writer
+    counted: Callable[[int, int], None]
+    #: after a poll: raises what a rebalance callback of it could not (confluent-kafka would swallow it)
+    raise_callback_error: Callable[[], None]
+
+
+def start_time_offsets(consumer: Consumer, committed: list[TopicPartition], start: datetime) -> dict[Partition, int]:
+    """Where partitions this group never committed start: the first offset at the configured time
+    (OFFSET_END, -1: no record since)."""
+    fresh = [TopicPartition(p.topic, p.partition, int(start.timestamp() * 1000))
+             for p in committed if p.offset == OFFSET_INVALID]
+    if not fresh:
+        return {}
+    return {(p.topic, p.partition): p.offset for p in consumer.offsets_for_times(fresh, timeout=30)}
 
 
 class CopyPath(Protocol):
@@ -86,14 +113,8 @@ class CopyPath(Protocol):
     def step(self) -> None:
         """One turn of the loop: the group's callbacks, what was read handed to the writer."""
 
-    def lags(self, stats: dict[str, Any], committed: dict[Partition, int]) -> dict[Partition, int]:
+    def lags(self, stats: dict[str, Any], committed: Mapping[Partition, int]) -> dict[Partition, int]:
         """Records behind each partition's end, from a consumer statistics emission."""
-
-    def position(self, tp: Partition) -> int | None:
-        """The next record the lane would hand the writer (None: not known on this path)."""
-
-    def positions(self, tps: list[Partition]) -> dict[Partition, int | None]:
-        """Where the lane has read in partitions it holds, as its checkpoint commits them."""
 
     def hold(self, tps: set[Partition], hold: bool) -> None:
         """Stop reading these partitions, or read them again (unless backpressure holds all)."""
@@ -101,8 +122,8 @@ class CopyPath(Protocol):
     def pause_all(self, paused: bool) -> None:
         """Backpressure: stop reading every assigned partition, or read them all again."""
 
-    def rewind(self, tp: Partition, offset: int | None) -> None:
-        """Read a partition again from `offset` (None: where the assignment began, if the path knows)."""
+    def rewind(self, offsets: Mapping[Partition, int | None]) -> None:
+        """Read partitions again from their offsets (None: where the assignment began, if the path knows)."""
 
     def restart(self, tp: Partition) -> None:
         """Read a partition again from its start (its topic was recreated)."""
@@ -119,185 +140,46 @@ class CopyPath(Protocol):
     def close(self) -> None: ...
 
 
-class RecordSets:
-    """hot_path: batches: the lane's Fetcher reads stored record sets; each partition's records are handed to the
-    writer as sets, up to the room under max_in_flight_bytes."""
-
-    def __init__(self, lane: Lane, fetcher: Fetcher) -> None:
-        self.lane = lane
-        self.fetcher = fetcher
-        #: each partition's read_committed end as the last Fetch answered
-        self.fetched_ends: dict[Partition, int] = {}
-        #: records fetched and not yet handed to the writer (no room under max_in_flight_bytes for them yet), as
-        #: (StoredRecords, index of the first one left); such a partition is not fetched meanwhile
-        self.pending: dict[Partition, tuple[Any, int]] = {}
-        self._stray_logged = False
-
-    def assign(self, consumer: Consumer, partitions: list[TopicPartition], committed: list[TopicPartition],
-               recreated: set[Partition]) -> None:
-        lane = self.lane
-        tps = [(p.topic, p.partition) for p in partitions]
-        starts: dict[Partition, int | str | None] = {
-            (p.topic, p.partition): p.offset if p.offset >= 0 else "earliest" if p.offset == OFFSET_BEGINNING
-            else None for p in committed}
-        if isinstance(lane.config.start, datetime):  # no record since that time: the end
-            starts.update({tp: off if off >= 0 else "latest"
-                           for tp, off in lane.start_time_offsets(consumer, committed).items()})
-        self.fetcher.assign(starts)
-        if lane.paused:
-            self.fetcher.paused.update(tps)
-        self.fetcher.paused.update(lane.checkpoint.withheld.intersection(tps))
-        # librdkafka never fetches them: the fetcher does. Assigned here (confluent-kafka then skips its own
-        # assignment) so that the pause lands on the assigned partitions; exactly-once rebalances eagerly, where
-        # each assignment is whole.
-        (consumer.assign if lane.eos else consumer.incremental_assign)(partitions)
-        consumer.pause(partitions)
-
-    def step(self) -> None:
-        """The group's callbacks (the consumer fetches nothing), one round of raw Fetches, each partition's records
-        handed to the writer, batches whose linger is over sent."""
-        lane = self.lane
-        draining = lane.draining  # a transaction waits to commit: nothing new joins it
-        assigned = lane.assigned
-        idle = not assigned or len(self.fetcher.paused) >= len(assigned) or draining
-        m = lane.consumer.poll(0.2 if not assigned else 0.02 if draining else 0)
-        lane.raise_callback_error()
-        if m is not None:
-            err = m.error()
-            if err is not None:
-                lane.consumer_error(err)
-            elif not self._stray_logged:  # fetched before its pause landed: the fetcher reads it, not this
-                self._stray_logged = True
-                log.info("consumer_record_dropped", lane=lane.spec.name, topic=m.topic(), partition=m.partition(),
-                         offset=m.offset(), note="the lane's fetcher copies it; the consumer only keeps the group")
-        # A round fetches no more than the room left under max_in_flight_bytes (stored bytes; the broker still
-        # returns a first batch larger than that), and hands the writer records up to the room in record bytes
-        # (at least one), as a paused librdkafka consumer would. Compressed source batches hold more record
-        # bytes than they take: what does not fit waits here, and its partition is not fetched meanwhile.
-        room = lane.room()
-        # the Fetches wait no later than the first open batch's linger end, so `tick` sends it on time
-        fetched = self.fetcher.fetch(budget=max(room, 1), skip=self.pending,
-                                     until=lane.writer.linger_due()) if not idle else {}
-        for loss in self.fetcher.take_losses():
-            lane.watch.fetch_loss(loss)
-        now = time.monotonic()
-        for tp, f in fetched.items():
-            self.fetched_ends[tp] = f.end
-            lane.watch.seen_end(tp, f.end)  # the broker's answers between Fetches count too, at each emission
-            if len(f.records):
-                self.pending[tp] = (f.records, 0)
-                if lane.checkpoint.unstarted(tp):
-                    lane.checkpoint.started(tp, int(f.records.span(0, 1)[0]))
-        for tp, (records, start) in list(self.pending.items()):
-            room = lane.room()
-            if room <= 0 or draining:
-                break
-            stop = records.fit(start, room)
-            if stop < len(records):
-                self.pending[tp] = (records, stop)
-            else:
-                del self.pending[tp]
-            n, nbytes = lane.writer.write_stored(tp, records, now, start, stop)
-            if lane.sampler is not None and lane.sampler.capturing:  # live scoring: a window is open
-                lane.sampler.offer([Delivered(tp[0], tp[1], o, (k, v, h, ts, 0))
-                                    for o, ts, k, v, h in map(records.record, range(start, stop))])
-            lane.counted(n, nbytes)
-        lane.writer.tick(now)
-
-    def lags(self, stats: dict[str, Any], committed: dict[Partition, int]) -> dict[Partition, int]:
-        # the consumer never fetches: the ends are the fetcher's and the broker's
-        return {tp: max(0, end - committed[tp]) for tp, end in self.fetched_ends.items()
-                if tp in committed and tp in self.lane.assigned}
-
-    def position(self, tp: Partition) -> int | None:
-        """The offset of the next record not yet handed to the writer (fetched records wait in `pending` until
-        there is room for them)."""
-        if tp in self.pending:
-            records, start = self.pending[tp]
-            return int(records.span(start, start + 1)[0])
-        return self.fetcher.positions.get(tp)
-
-    def positions(self, tps: list[Partition]) -> dict[Partition, int | None]:
-        return {tp: self.position(tp) for tp in tps}
-
-    def hold(self, tps: set[Partition], hold: bool) -> None:
-        if hold:
-            self.fetcher.paused.update(tps)
-        elif not self.lane.paused:
-            self.fetcher.paused.difference_update(tps)
-
-    def pause_all(self, paused: bool) -> None:
-        if paused:
-            self.fetcher.paused.update(self.lane.assigned)
-        else:
-            self.fetcher.paused.clear()
-
-    def rewind(self, tp: Partition, offset: int | None) -> None:
-        self.pending.pop(tp, None)
-        if offset is not None:
-            self.fetcher.assign({tp: offset})
-
-    def restart(self, tp: Partition) -> None:
-        self.pending.pop(tp, None)
-        self.fetcher.assign({tp: "earliest"})
-        if not self.lane.paused:
-            self.fetcher.paused.discard(tp)
-
-    def release(self, tps: list[Partition]) -> None:
-        self.fetcher.revoke(tps)
-        for tp in tps:
-            self.fetched_ends.pop(tp, None)
-            self.pending.pop(tp, None)
-
-    def nothing_to_copy(self, tp: Partition, high: int) -> bool:
-        """The fetcher knows its position before the first record (librdkafka's consumer has none)."""
-        if tp not in self.lane.assigned or self.lane.ledger.next_offset.get(tp) is not None:
-            return False
-        pos = self.position(tp)
-        return pos is not None and pos >= high
-
-    def unknown_topics(self) -> set[str]:
-        return self.fetcher.unknown_topics
-
-    def close(self) -> None:
-        self.fetcher.close()
-
-
 class Records:
     """hot_path: records: librdkafka's consumer reads records, each handed to the writer (auto.offset.reset is
-    `error`: a position whose records are gone is reported, never reset silently)."""
+    `error`: a position whose records are gone is reported, never reset silently). Its read positions are the
+    consumer's, pushed into the book after each call that moves them."""
 
-    def __init__(self, lane: Lane) -> None:
-        self.lane = lane
-        self.consumer = lane.consumer
+    def __init__(self, reading: Reading, *, continue_past_loss: bool) -> None:
+        self.r = reading
+        self.book = reading.book
+        self.consumer = reading.consumer
+        #: on_source_loss: continue: a partition whose records are gone is read on from its first offset
+        self.continue_past_loss = continue_past_loss
 
     def assign(self, consumer: Consumer, partitions: list[TopicPartition], committed: list[TopicPartition],
                recreated: set[Partition]) -> None:
-        lane = self.lane
-        if isinstance(lane.config.start, datetime):
-            self._seek_to_start_time(consumer, partitions, committed)
+        if isinstance(self.r.start, datetime):
+            self._seek_to_start_time(consumer, partitions, committed, self.r.start)
         elif any(p.offset < 0 for p in committed) or recreated:
-            # auto.offset.reset is `error` (consumer_config): partitions never committed start where `start`
-            # says, assigned here (confluent-kafka then skips its own assignment, as _seek_to_start_time).
-            fresh = OFFSET_BEGINNING if lane.config.start == "earliest" else OFFSET_END
-            (consumer.assign if lane.eos else consumer.incremental_assign)(
-                [TopicPartition(p.topic, p.partition, p.offset if p.offset >= 0 or p.offset == OFFSET_BEGINNING
-                                else fresh) for p in committed])
+            # auto.offset.reset is `error` (assembly.consumer_config): partitions never committed start where
+            # `start` says, assigned here (confluent-kafka then skips its own assignment, as _seek_to_start_time).
+            fresh = OFFSET_BEGINNING if self.r.start == "earliest" else OFFSET_END
+            self.r.group.assign(consumer, [
+                TopicPartition(p.topic, p.partition, p.offset if p.offset >= 0 or p.offset == OFFSET_BEGINNING
+                               else fresh) for p in committed])
         # librdkafka keeps a partition's pause across assignments: one paused by backpressure before it was
         # lost would stay paused for good once assigned again. It follows the lane's state instead.
-        (consumer.pause if lane.paused else consumer.resume)(partitions)
-        stopped = [p for p in partitions if (p.topic, p.partition) in lane.checkpoint.withheld]
+        (consumer.pause if self.book.paused else consumer.resume)(partitions)
+        stopped = [p for p in partitions if (p.topic, p.partition) in self.book.withheld]
         if stopped:
             consumer.pause(stopped)
+        for p in partitions:  # the consumer's position is its last record's + 1: none before the first (librdkafka)
+            self.book.read_to((p.topic, p.partition), None)
 
     def _seek_to_start_time(self, consumer: Consumer, partitions: list[TopicPartition],
-                            committed: list[TopicPartition]) -> None:
+                            committed: list[TopicPartition], start: datetime) -> None:
         """Partitions this group never committed start at the configured timestamp.
 
         The callback assigns them itself, with those offsets: confluent-kafka then skips its own
         assignment of the unchanged list (changing the list's offsets in place has no effect).
         """
-        found = self.lane.start_time_offsets(consumer, committed)
+        found = start_time_offsets(consumer, committed, start)
         if not found:
             return
         consumer.incremental_assign([
@@ -312,91 +194,89 @@ class Records:
             msgs = self.consumer.consume(1, timeout=0.2)
             if msgs:
                 msgs += self.consumer.consume(_CONSUME_BATCH - 1, timeout=0)
-        self.lane.raise_callback_error()
+        self.r.raise_callback_error()
         if msgs:
-            self._copy(msgs)
+            copied = self._copy(msgs)
+            self._push({(m.topic(), m.partition()) for m in copied})  # where the consumer is now in them
 
-    def _copy(self, msgs: list[Any]) -> None:
-        lane = self.lane
+    def _copy(self, msgs: list[Any]) -> list[Any]:
+        """Hands the records of `msgs` to the writer; returns what was handed (an offset reset error is handled
+        apart: its partition is read again from elsewhere, or reported lost)."""
+        r = self.r
         reset = [m for m in msgs if m.error() is not None and m.error().code() == KafkaError._AUTO_OFFSET_RESET]
         if reset:  # auto.offset.reset=error: the position's records are gone (or the partition ends before it)
             msgs = [m for m in msgs if m not in reset]
             for m in reset:
                 self._reset_error(m)
-        checkpoint = lane.checkpoint
-        if checkpoint.rewinds and len(checkpoint.first_read) + len(checkpoint.committed) < len(lane.assigned):
+        if self.book.first_reads_due:
             for m in msgs:
-                tp = (m.topic(), m.partition())
-                if m.error() is None and checkpoint.unstarted(tp):
-                    checkpoint.started(tp, m.offset())
-        n, nbytes = lane.writer.write(msgs, lane.consumer_error)
-        if lane.sampler is not None and lane.sampler.capturing:  # live scoring: a window is open
-            lane.sampler.offer(msgs)
-        lane.counted(n, nbytes)
+                if m.error() is None:
+                    self.book.read_from((m.topic(), m.partition()), m.offset())
+        n, nbytes = r.writer.write(msgs, r.losses.consumer_error)
+        if r.sampler.capturing:  # live scoring: a window is open
+            r.sampler.offer(msgs)
+        r.counted(n, nbytes)
+        return msgs
+
+    def _push(self, tps: Iterable[Partition]) -> None:
+        """The consumer's positions of `tps` (the next record it hands out), into the book; of those still held
+        (records handed out before a rebalance callback of the same step revoked their partition are not)."""
+        held = [TopicPartition(t, q) for t, q in sorted(tps) if (t, q) in self.book.assigned]
+        for p in self.consumer.position(held) if held else ():
+            self.book.read_to((p.topic, p.partition), p.offset)
 
     def _reset_error(self, m: Any) -> None:
         """librdkafka found the position of m's partition out of range (auto.offset.reset is `error`): a loss, or a
         position moved meanwhile (then read again from where it is)."""
-        lane = self.lane
         tp = TopicPartition(m.topic(), m.partition())
         offset = m.offset()
         try:
             first, end = self.consumer.get_watermark_offsets(tp, timeout=10)
         except KafkaException as exc:
-            raise TranscoderError(f"lane {lane.spec.name}: {m.topic()} [{m.partition()}] offset {offset} is out of "
+            raise TranscoderError(f"lane {self.r.lane}: {m.topic()} [{m.partition()}] offset {offset} is out of "
                                   f"range and its offsets cannot be read: {exc.args[0].str()}", topic=m.topic(),
                                   partition=m.partition(), offset=offset) from None
-        if lane.watch.recreated([m.topic()], at={(m.topic(), m.partition()): offset}):
+        if self.r.losses.recreated([m.topic()], at={(m.topic(), m.partition()): offset}):
             return  # the topic was recreated: reported as such
         if offset < 0 or first <= offset <= end:  # not a loss (a position moved meanwhile): read on
-            self.consumer.seek(TopicPartition(m.topic(), m.partition(), max(offset, first)))
+            self._seek((m.topic(), m.partition()), max(offset, first))
             return
-        lane.watch.lost(SourceLoss(m.topic(), m.partition(), offset, first, end))
-        if lane.config.on_source_loss == "continue":
+        self.r.losses.lost(SourceLoss(m.topic(), m.partition(), offset, first, end))
+        if self.continue_past_loss:
             self._restart_at(m.topic(), m.partition(), first)
 
     def _restart_at(self, topic: str, partition: int, offset: int) -> None:
         """Read a partition on from `offset` after librdkafka stopped it on an offset reset error (a seek is
         refused in that state): assigned again at that offset."""
-        lane = self.lane
-        tp = TopicPartition(topic, partition, offset)
-        if lane.eos:  # eager: the whole assignment again, the others where they are
-            others = [p for p in self.consumer.position([TopicPartition(t, q) for t, q in sorted(lane.assigned)
-                                                         if (t, q) != (topic, partition)])]
-            self.consumer.assign([*others, tp])
-        else:
-            self.consumer.incremental_unassign([TopicPartition(topic, partition)])
-            self.consumer.incremental_assign([tp])
-        if lane.paused:
+        self.r.group.reassign(self.consumer, TopicPartition(topic, partition, offset), self.book.assigned)
+        if self.book.paused:
             self.consumer.pause([TopicPartition(topic, partition)])
+        self.book.read_to((topic, partition), None)  # assigned anew: no position before its first record
 
-    def lags(self, stats: dict[str, Any], committed: dict[Partition, int]) -> dict[Partition, int]:
-        if self.lane.eos:  # the offsets are committed in transactions, which the consumer's own figure does not see
-            return {tp: max(0, end - committed[tp]) for tp, end in stable_offsets(stats).items() if tp in committed}
-        return consumer_lag(stats)
-
-    def position(self, tp: Partition) -> int | None:
-        return self.lane.ledger.next_offset.get(tp)
-
-    def positions(self, tps: list[Partition]) -> dict[Partition, int | None]:
-        return {(p.topic, p.partition): p.offset
-                for p in self.consumer.position([TopicPartition(t, p) for t, p in tps])} if tps else {}
+    def lags(self, stats: dict[str, Any], committed: Mapping[Partition, int]) -> dict[Partition, int]:
+        return self.r.group.lags(stats, committed)
 
     def hold(self, tps: set[Partition], hold: bool) -> None:
         if hold:
             self.consumer.pause([TopicPartition(*tp) for tp in sorted(tps)])
-        elif not self.lane.paused:
+        elif not self.book.paused:
             self.consumer.resume([TopicPartition(*tp) for tp in sorted(tps)])
 
     def pause_all(self, paused: bool) -> None:
-        tps = [TopicPartition(t, p) for t, p in self.lane.assigned]
+        tps = [TopicPartition(t, p) for t, p in self.book.assigned]
         (self.consumer.pause if paused else self.consumer.resume)(tps)
 
-    def rewind(self, tp: Partition, offset: int | None) -> None:
-        if offset is None and self.lane.config.start == "earliest":
-            offset = OFFSET_BEGINNING
-        if offset is not None:
-            self.consumer.seek(TopicPartition(*tp, offset))
+    def rewind(self, offsets: Mapping[Partition, int | None]) -> None:
+        for tp, offset in offsets.items():
+            if offset is None and self.r.start == "earliest":
+                offset = OFFSET_BEGINNING
+            if offset is not None:
+                self._seek(tp, offset)
+
+    def _seek(self, tp: Partition, offset: int) -> None:
+        """Read `tp` on from `offset`: the next record the lane hands the writer (a logical offset: not known)."""
+        self.consumer.seek(TopicPartition(*tp, offset))
+        self.book.read_to(tp, offset)
 
     def restart(self, tp: Partition) -> None:
         self._restart_at(tp[0], tp[1], OFFSET_BEGINNING)
@@ -408,7 +288,7 @@ class Records:
         return False  # librdkafka's consumer has no position before its first record
 
     def unknown_topics(self) -> set[str]:
-        return set()  # the consumer reports an unknown topic as an error (Lane.consumer_error)
+        return set()  # the consumer reports an unknown topic as an error (SourceWatch.consumer_error)
 
     def close(self) -> None:
         pass  # the consumer is the lane's

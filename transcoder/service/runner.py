@@ -22,6 +22,7 @@ from transcoder.metrics.broker_figures import BrokerFigures
 from transcoder.metrics.cpu import ThreadLedger
 from transcoder.metrics.endpoints import Endpoints
 from transcoder.metrics.registry import Metrics, MigrationMetrics
+from transcoder.service.assembly import build_lane
 from transcoder.service.heap import HeapTrim
 from transcoder.service.lane import Lane
 from transcoder.service.verifying import ContinuousVerification
@@ -188,13 +189,14 @@ class Service(Served):
         gc.set_threshold(*GC_THRESHOLDS)
         ends = end_offsets(prepared.src_admin, prepared.provision.sources) if until_caught_up else None
         self.lanes = [
-            Lane(spec, self.config, self.metrics.lane(spec.name),
-                 end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources} if ends is not None else None,
-                 threads=self.threads, scorer=self.scorer,
-                 destination_partitions={d.topic: d.partitions for d in prepared.provision.destinations},
-                 # destinations transcoder created (this run): extended when partitions are added to their source
-                 extend_destination=lambda topic, n: extend_partitions(prepared.dst_admin, topic, n),
-                 own_destinations=set(prepared.created))
+            build_lane(spec, self.config, self.metrics.lane(spec.name),
+                       end_offsets={tp: v for tp, v in ends.items() if tp[0] in spec.sources}
+                       if ends is not None else None,
+                       threads=self.threads, scorer=self.scorer,
+                       destination_partitions={d.topic: d.partitions for d in prepared.provision.destinations},
+                       # destinations transcoder created (this run): extended when partitions are added to their source
+                       extend_destination=lambda topic, n: extend_partitions(prepared.dst_admin, topic, n),
+                       own_destinations=set(prepared.created))
             for spec in prepared.plan.lanes
         ]
         errors: list[BaseException] = []

@@ -9,13 +9,15 @@ partition assigned with no committed offset whose offset map holds copies made f
 topic's now, or from no recorded id, is such a loss (`recreated_by_map`). The watch tells the offset map's recorder
 the sources' ids, so that the runs it stores name the topic they copy.
 
-Runs on the lane's thread, as part of the lane (`Lane.watch`).
+It also tells what an error the consumer reports means (`consumer_error`). Runs on the lane's thread, with the
+collaborators it is handed: the partition book (what the lane holds, where it is, what it saw), the copy path it
+holds and restarts partitions through (`Reader`), the checkpoint that restarts a partition's commits.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -26,55 +28,97 @@ from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.fetcher import SourceLoss
 from transcoder.kafka.topic_ids import GONE, TopicIds
 from transcoder.pipeline.offset_runs import Recreation, ReplacedSource, replaced_source
+from transcoder.pipeline.partition_book import PartitionBook
 from transcoder.pipeline.partitions import Partition, show
 
 if TYPE_CHECKING:
     from transcoder.config import Config
-    from transcoder.kafka.writer import Sink as Writer
     from transcoder.metrics.registry import LaneMetrics
-    from transcoder.pipeline.ledger import Ledger
-    from transcoder.pipeline.routes import LaneSpec
-    from transcoder.service.checkpoint import Checkpoint
-    from transcoder.service.copy_paths import CopyPath
 
 log = structlog.get_logger("transcoder.lane")
 
 
-class Lane(Protocol):
-    """What the source watch reads of its lane (service.lane.Lane), on the lane's thread."""
+class Reader(Protocol):
+    """What the watch asks of the lane's copy path (copy_paths.CopyPath)."""
 
-    spec: LaneSpec
-    config: Config
-    metrics: LaneMetrics
-    writer: Writer
-    ledger: Ledger
-    checkpoint: Checkpoint
-    path: CopyPath
-    assigned: set[Partition]
-    eos: bool
+    def hold(self, tps: set[Partition], hold: bool) -> None: ...
+    def restart(self, tp: Partition) -> None: ...
+    def unknown_topics(self) -> set[str]: ...
 
-    def position(self, tp: Partition) -> int | None: ...
+
+class Restarts(Protocol):
+    """What the watch asks of the lane's checkpoint: a recreated topic's partition committed from its start."""
+
+    def restart(self, tp: Partition) -> None: ...
+
+
+class Destinations(Protocol):
+    """The lane's ledger: each source topic's destinations."""
+
+    @property
+    def destinations_of(self) -> Mapping[str, Sequence[str]]: ...
+
+
+class SourceIds(Protocol):
+    """The offset map's recorder (kafka.offset_map_recorder): the source topic ids its runs name."""
+
+    def source_id(self, topic: str, topic_id: str) -> None: ...
+
+
+class MapWriter(Protocol):
+    """The lane's writer: its offset map's recorder (None: no offset map kept)."""
+
+    @property
+    def offset_map(self) -> SourceIds | None: ...
+
+
+class _Unwired:
+    """Until `SourceWatch.read_through`: nothing to hold or restart partitions through."""
+
+    def hold(self, tps: set[Partition], hold: bool) -> None:
+        raise AssertionError("SourceWatch.read_through was not called")
+
+    def restart(self, tp: Partition) -> None:
+        raise AssertionError("SourceWatch.read_through was not called")
+
+    def unknown_topics(self) -> set[str]:
+        return set()
 
 
 class SourceWatch:
     """The sources' topic ids, asked on assignment, at each metadata refresh interval (`every_s`), and at once where
-    a read finds a topic unknown; each partition's highest end seen and where the lane was when it let one go."""
+    a read finds a topic unknown; what the lane loses of them, reported."""
 
-    def __init__(self, lane: Lane, topic_ids: TopicIds, every_s: float) -> None:
+    def __init__(self, lane: str, config: Config, topic_ids: TopicIds, every_s: float, *, book: PartitionBook,
+                 ledger: Destinations, metrics: LaneMetrics,
+                 writer: MapWriter) -> None:
         self.lane = lane
+        self.config = config
         self._topic_ids = topic_ids
         self._ids: dict[str, str] = {}
         self._every = every_s
         self._due = 0.0
-        #: each source partition's highest end seen (for a recreated topic: the old topic's last end seen) and,
-        #: once released, where the lane was in it
-        self._max_end: dict[Partition, int] = {}
-        self._released_at: dict[Partition, int] = {}
+        #: what the lane holds, where it is in each partition, each one's highest end seen (and where the lane was
+        #: when it released one), what is withheld from commits
+        self.book = book
+        self.ledger = ledger
+        self.metrics = metrics
+        self.writer = writer
+        #: holds and restarts partitions (the lane's copy path), and commits a restarted one from its start (the
+        #: lane's checkpoint): `read_through`
+        self._reader: Reader = _Unwired()
+        self._restarts: Restarts = _Unwired()
         #: partitions of a source found deleted: not read (by name: a topic recreated meanwhile would be read from
         #: the old one's position) until its id is known again
         self._gone: set[Partition] = set()
         #: on_source_loss: stop: the loss that stops the lane (raised once it has committed what it copied)
         self.error: TranscoderError | None = None
+
+    def read_through(self, reader: Reader, restarts: Restarts) -> None:
+        """The copy path the watch holds and restarts partitions through, and the checkpoint that commits a
+        restarted one from its start (built after the watch: the path reports its losses here)."""
+        self._reader = reader
+        self._restarts = restarts
 
     def tick(self, now: float) -> None:
         """From the loop: the sources' ids asked each metadata refresh interval (sooner, at most once a second,
@@ -82,10 +126,10 @@ class SourceWatch:
         answers = self._topic_ids.answers()
         if answers:
             self.check(answers)
-        hint = self.lane.path.unknown_topics()
+        hint = self._reader.unknown_topics()
         if now >= self._due or (hint and now >= self._due - self._every + 1):
             hint.clear()
-            self._topic_ids.ask({t for t, _ in self.lane.assigned})
+            self._topic_ids.ask({t for t, _ in self.book.assigned})
             self._due = now + self._every
 
     def assigning(self, tps: list[Partition]) -> set[Partition]:
@@ -102,22 +146,27 @@ class SourceWatch:
             return
         self.lost(loss)
 
-    def seen_end(self, tp: Partition, end: int) -> None:
-        self._max_end[tp] = max(self._max_end.get(tp, -1), end)
-
     def release(self, tps: list[Partition]) -> None:
-        """Partitions the lane lets go: where it was (a topic recreated meanwhile is reported from there)."""
+        """Partitions the lane lets go (where it was is the book's: a topic recreated meanwhile is reported from
+        there)."""
         self._gone.difference_update(tps)
-        for tp in tps:
-            at = self.lane.position(tp)
-            if at is not None:
-                self._released_at[tp] = at
+
+    def consumer_error(self, err: KafkaError) -> None:
+        """An error the consumer reports (or a record carries): end of partition and a source deleted are not."""
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and self.unknown_topic(err):
+            return
+        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                         KafkaError.GROUP_AUTHORIZATION_FAILED):
+            raise TranscoderError(f"lane {self.lane}: consumer error: {err.str()}", kafka_error=err.name())
+        log.warning("consumer_error", lane=self.lane, error=err.str())
 
     def unknown_topic(self, err: KafkaError) -> bool:
         """The consumer found a source unknown: deleted? Recreated or not, the topic id checks (soon) tell."""
         gone = [t for t in self._ids if t in err.str()]
         if gone:
-            log.warning("source_topic_unknown", lane=self.lane.spec.name, topics=gone, error=err.str(),
+            log.warning("source_topic_unknown", lane=self.lane, topics=gone, error=err.str(),
                         note="deleted? a topic recreated under the same name is a loss (source_records_lost)")
             self._due = 0.0
         return bool(gone)
@@ -127,22 +176,15 @@ class SourceWatch:
         """Topics whose id changed since the lane first saw them (deleted and recreated): each partition the lane
         holds (or is being assigned: `assigning`) is a loss, reported through `lost`. Returns them. `at`: the lane's
         position in a partition, where it is known better than now (an offset found out of range)."""
-        lane = self.lane
+        book = self.book
         lost: set[Partition] = set()
         assigning = set(assigning)
         for topic, new in sorted(ids.items()):
             old = self._ids.get(topic)
             if new == GONE:  # deleted: whether it comes back under a new id is seen at the next check (1 s)
-                gone = {tp for tp in lane.assigned if tp[0] == topic} - self._gone
-                if old is not None and gone:
-                    self._gone.update(gone)
-                    lane.path.hold(gone, True)
-                    log.warning("source_topic_deleted", lane=lane.spec.name, topic=topic, topic_id=old,
-                                partitions=show(sorted(gone)), note="not read until the topic is back: a topic "
-                                "recreated under the same name is a loss (source_records_lost)")
-                self._due = min(self._due, time.monotonic() + 1)
+                self._deleted(topic, old)
                 continue
-            if old not in (None, new) and not any(tp[0] == topic for tp in lane.assigned | assigning):
+            if old not in (None, new) and not any(tp[0] == topic for tp in book.assigned | assigning):
                 # recreated while the lane holds none of its partitions (an answer that came after they were lost):
                 # the old id is kept, so that the assignment that hands one back reports the loss
                 continue
@@ -150,38 +192,58 @@ class SourceWatch:
             back = {tp for tp in self._gone if tp[0] == topic}
             if back:
                 self._gone -= back
-                if old == new and back & lane.assigned:
-                    lane.path.hold(back & lane.assigned, False)
+                if old == new and back & book.assigned:
+                    self._reader.hold(set(back & book.assigned), False)
             if old is None or old == new:
                 self._record_id(topic, new)
                 continue
-            for tp in sorted(tp for tp in lane.assigned | assigning if tp[0] == topic):
-                pos = (at or {}).get(tp)
-                if pos is None and tp not in assigning:
-                    pos = lane.position(tp)
-                if pos is None:
-                    pos = self._released_at.get(tp)
-                seen = max(self._max_end.pop(tp, -1), pos if pos is not None else -1)  # what it read, at least
-                self._released_at.pop(tp, None)
-                loss = SourceLoss(topic, tp[1], pos if pos is not None else 0, 0, 0, topic_id=old, new_topic_id=new,
-                                  seen_end=seen if pos is not None else -1)
-                lost.add(tp)
-                if lane.config.on_source_loss == "stop":
-                    lane.checkpoint.withheld.add(tp)
-                    if tp in lane.assigned:
-                        lane.path.hold({tp}, True)
-                elif tp not in assigning:
-                    # read from the new topic's start before the loss is stored (the offset map's write takes a
-                    # while): the consumer's own out-of-range error for the old position must not come first
-                    self._restart(tp)
-                self.lost(loss)
-            if lane.config.on_source_loss == "continue":  # the old topic's reads delivered (_restart): new runs
+            lost |= self._recreated(topic, old, new, assigning, at or {})
+            if self.config.on_source_loss == "continue":  # the old topic's reads delivered (_restart): new runs
                 self._record_id(topic, new)
+        return lost
+
+    def _deleted(self, topic: str, old: str | None) -> None:
+        """A source found deleted: its partitions the lane holds are not read until the topic is back."""
+        gone = {tp for tp in self.book.assigned if tp[0] == topic} - self._gone
+        if old is not None and gone:
+            self._gone.update(gone)
+            self._reader.hold(gone, True)
+            log.warning("source_topic_deleted", lane=self.lane, topic=topic, topic_id=old,
+                        partitions=show(sorted(gone)), note="not read until the topic is back: a topic "
+                        "recreated under the same name is a loss (source_records_lost)")
+        self._due = min(self._due, time.monotonic() + 1)
+
+    def _recreated(self, topic: str, old: str, new: str, assigning: set[Partition],
+                   at: dict[Partition, int]) -> set[Partition]:
+        """A source recreated (id `old` is now `new`): each partition the lane holds or is being assigned is a loss,
+        from where the lane was in it."""
+        book = self.book
+        lost: set[Partition] = set()
+        for tp in sorted(tp for tp in book.assigned | assigning if tp[0] == topic):
+            pos = at.get(tp)
+            if pos is None and tp not in assigning:
+                pos = book.position(tp)
+            max_end, released_at = book.take_last_seen(tp)
+            if pos is None:
+                pos = released_at
+            seen = max(max_end, pos if pos is not None else -1)  # what it read, at least
+            loss = SourceLoss(topic, tp[1], pos if pos is not None else 0, 0, 0, topic_id=old, new_topic_id=new,
+                              seen_end=seen if pos is not None else -1)
+            lost.add(tp)
+            if self.config.on_source_loss == "stop":
+                book.withhold(tp)
+                if tp in book.assigned:
+                    self._reader.hold({tp}, True)
+            elif tp not in assigning:
+                # read from the new topic's start before the loss is stored (the offset map's write takes a
+                # while): the consumer's own out-of-range error for the old position must not come first
+                self._restart(tp)
+            self.lost(loss)
         return lost
 
     def _record_id(self, topic: str, topic_id: str) -> None:
         """The offset map's runs that begin from now on name `topic_id` as their source topic's."""
-        recorder = self.lane.writer.offset_map
+        recorder = self.writer.offset_map
         if recorder is not None:
             recorder.source_id(topic, topic_id)
 
@@ -190,14 +252,15 @@ class SourceWatch:
         holds copies of another source topic than the one there now (`offset_runs.replaced_source`: another topic
         id, or none recorded): the topic was deleted and recreated since they were copied (the lane that copied
         them stopped before it saw that). A loss, its count unknown; returns them."""
-        lane = self.lane
         lost: set[Partition] = set()
+        if self.config.migration is None:  # no offset map to read
+            return lost
         maps: dict[str, dict[int, Any]] = {}
         for tp in sorted(fresh):
-            for dest in lane.ledger.destinations_of.get(tp[0], ()):
+            for dest in self.ledger.destinations_of.get(tp[0], ()):
                 if dest not in maps:
                     try:
-                        maps[dest] = offset_map.read(lane.config, dest, timeout=30)[0]
+                        maps[dest] = offset_map.read(self.config, dest, timeout=30)[0]
                     except TopicError:  # no map topic yet: nothing copied to compare with
                         maps[dest] = {}
                 found = replaced_source(maps[dest].get(tp[1]), self._ids.get(tp[0]))
@@ -208,20 +271,16 @@ class SourceWatch:
                                                 new_topic_id=self._ids.get(tp[0]) or "(unknown)", by_map=True),
                                      by_map=found)
                 lost.add(tp)
-                if lane.config.on_source_loss == "stop":
-                    lane.checkpoint.withheld.add(tp)
+                if self.config.on_source_loss == "stop":
+                    self.book.withhold(tp)
                 break
         return lost
 
     def _restart(self, tp: Partition) -> None:
         """on_source_loss: continue, a partition the lane holds whose topic was recreated: what was read of the
         old topic is delivered, and the new topic is read from its start (nothing of the old one committed to it)."""
-        lane = self.lane
-        if not lane.eos:
-            lane.writer.drain(lane.config.shutdown_timeout_s)
-        lane.ledger.forget([tp])
-        lane.checkpoint.restart(tp)
-        lane.path.restart(tp)
+        self._restarts.restart(tp)  # at-least-once: what was read of the old topic delivered first
+        self._reader.restart(tp)
 
     def lost(self, loss: SourceLoss) -> None:
         """Records the lane needs are gone from the source: one line naming them, the counter, the offset map's
@@ -229,61 +288,58 @@ class SourceWatch:
         if loss.recreated:
             self._recreated_lost(loss)
             return
-        lane = self.lane
         n = loss.records
         where = f"{loss.topic} [{loss.partition}]"
         what = (f"source records {loss.offset}..{loss.first - 1} of {where} ({n}) were deleted before they were "
                 "copied (retention or DeleteRecords overtook the lane)" if n is not None else
                 f"{where} ends at offset {loss.end}, before the lane's position {loss.offset} (truncated, or the "
                 f"topic deleted and recreated): records from {loss.offset} on were lost before they were copied")
-        stop = lane.config.on_source_loss == "stop"
-        log.error("source_records_lost", lane=lane.spec.name, topic=loss.topic, partition=loss.partition,
+        stop = self.config.on_source_loss == "stop"
+        log.error("source_records_lost", lane=self.lane, topic=loss.topic, partition=loss.partition,
                   offset=loss.offset, first_offset=loss.first, end_offset=loss.end, records_lost=n,
-                  on_source_loss=lane.config.on_source_loss,
+                  on_source_loss=self.config.on_source_loss,
                   note=what + ("; the lane stops (on_source_loss: stop)" if stop else
                                f"; copying on from offset {loss.first} (on_source_loss: continue)"))
         if n:
-            lane.metrics.source_records_lost(loss.topic, loss.partition, n)
+            self.metrics.source_records_lost(loss.topic, loss.partition, n)
         self._store_gap(loss, loss.first if n is not None else loss.offset + 1)
         if stop and self.error is None:
             self.error = TranscoderError(
-                f"lane {lane.spec.name}: {what}; stopped (on_source_loss: stop): to copy on from offset {loss.first}, "
+                f"lane {self.lane}: {what}; stopped (on_source_loss: stop): to copy on from offset {loss.first}, "
                 "run once with on_source_loss: continue", topic=loss.topic, partition=loss.partition,
                 offset=loss.offset)
 
     def _recreated_lost(self, loss: SourceLoss, by_map: ReplacedSource | None = None) -> None:
         """`lost` for a topic deleted and recreated (a new topic id); `by_map`: found between runs from the offset
         map (`recreated_by_map`)."""
-        lane = self.lane
         n = loss.records
-        stop = lane.config.on_source_loss == "stop"
+        stop = self.config.on_source_loss == "stop"
         what = recreation_line(loss, by_map)
-        log.error("source_records_lost", lane=lane.spec.name, topic=loss.topic, partition=loss.partition,
+        log.error("source_records_lost", lane=self.lane, topic=loss.topic, partition=loss.partition,
                   offset=loss.offset, topic_id=loss.topic_id, new_topic_id=loss.new_topic_id,
                   last_end_offset=loss.seen_end if loss.seen_end >= 0 else None,
                   mapped_offsets=f"{by_map.mapped[0]}..{by_map.mapped[1] - 1}" if by_map and by_map.mapped else None,
-                  records_lost=n if n is not None else "unknown", on_source_loss=lane.config.on_source_loss,
+                  records_lost=n if n is not None else "unknown", on_source_loss=self.config.on_source_loss,
                   note=what + ("; the lane stops (on_source_loss: stop)" if stop else
                                "; copying the new topic from its start (on_source_loss: continue)"))
         if n:
-            lane.metrics.source_records_lost(loss.topic, loss.partition, n)
+            self.metrics.source_records_lost(loss.topic, loss.partition, n)
         old_id = loss.topic_id if by_map is None else by_map.recorded_id
         self._store_gap(loss, loss.seen_end if n else loss.offset if n == 0 else loss.offset + 1,
                         Recreation(old_id, self._ids.get(loss.topic), loss.offset, n, continued=not stop))
         if stop and self.error is None:
             self.error = TranscoderError(
-                f"lane {lane.spec.name}: {what}; stopped (on_source_loss: stop), nothing committed for the new "
+                f"lane {self.lane}: {what}; stopped (on_source_loss: stop), nothing committed for the new "
                 "topic: to copy it from its start, run once with on_source_loss: continue", topic=loss.topic,
                 partition=loss.partition, offset=loss.offset)
 
     def _store_gap(self, loss: SourceLoss, hi: int, recreated: Recreation | None = None) -> None:
         """Migrations: the offset map's gap [loss.offset, hi) for each destination of the topic (a recreation: its
         entry, naming both ids, even when nothing is known lost)."""
-        lane = self.lane
-        if lane.config.migration is not None:
-            offset_map.store_lost(lane.config, [(loss.topic, d, loss.partition, loss.offset, hi)
-                                                for d in lane.ledger.destinations_of.get(loss.topic, ())],
-                                  lane.config.shutdown_timeout_s,
+        if self.config.migration is not None:
+            offset_map.store_lost(self.config, [(loss.topic, d, loss.partition, loss.offset, hi)
+                                                for d in self.ledger.destinations_of.get(loss.topic, ())],
+                                  self.config.shutdown_timeout_s,
                                   source_id=recreated.old_id if recreated else self._ids.get(loss.topic),
                                   recreated=recreated)
 

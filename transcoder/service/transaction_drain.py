@@ -6,6 +6,9 @@ blocking in a flush. It waits at most half the transaction's life (transaction_t
 commit. What a transaction's batches may hold unacknowledged at once follows the drains, so that a drain takes about
 the commit interval: a codec slower than that commits smaller transactions instead of missing the drain limit,
 aborting, and reading the same records again.
+
+`NoDrain` stands in everywhere else (at-least-once, exactly-once on records): nothing waits before a commit, and the
+writer may be handed what max_in_flight_bytes leaves. service.assembly chooses one of the two for the lane.
 """
 
 from __future__ import annotations
@@ -31,6 +34,26 @@ class Writer(Protocol):
     def transaction_doomed(self) -> bool: ...
 
 
+class NoDrain:
+    """at-least-once, or exactly-once on records: nothing waits before a commit; the writer may be handed what
+    max_in_flight_bytes leaves."""
+
+    draining = False
+    limit_s = 0.0
+
+    def __init__(self, max_in_flight_bytes: int, ledger: Ledger) -> None:
+        self.max_bytes = max_in_flight_bytes
+        self.ledger = ledger
+
+    def room(self) -> int:
+        return self.max_bytes - self.ledger.in_flight_bytes
+
+    def forget(self) -> None: ...
+
+    def step(self, now: float) -> bool | None:
+        return True
+
+
 class TransactionDrain:
     """One lane's drains (`step`) and its transactions' size (`budget`, record bytes)."""
 
@@ -50,7 +73,14 @@ class TransactionDrain:
 
     @property
     def draining(self) -> bool:
+        """A transaction waits for its batches to be acknowledged before it commits: the writer is handed nothing
+        new meanwhile."""
         return self.since is not None
+
+    def room(self) -> int:
+        """Record bytes the writer may be handed now: what max_in_flight_bytes leaves, and what the open transaction
+        may hold unacknowledged (`budget`)."""
+        return min(self.max_bytes, self.budget) - self.ledger.in_flight_bytes
 
     def forget(self) -> None:
         """The transaction waiting to commit went with partitions revoked or lost (committed or aborted)."""

@@ -22,7 +22,8 @@ from transcoder.metrics.registry import Metrics
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import plan
-from transcoder.service.lane import Lane, LaneClients
+from transcoder.service.assembly import LaneClients, build_lane
+from transcoder.service.lane import Lane
 
 P0, P1 = ("src", 0), ("src", 1)
 SIZE = 10  # each record's bytes
@@ -368,7 +369,7 @@ class NoEnds:
 def lane(lane_args: dict[str, Any] | None = None, topic_partitions: dict[str, int] | None = None,
          **settings: Any) -> tuple[Lane, ScriptedConsumer, FakeWriter, list[Any], threading.Event]:
     """A lane on the records path (unless `hot_path` says otherwise) copying topic src, its clients fakes;
-    `lane_args` go to Lane, `topic_partitions` are what its topic-id client answers."""
+    `lane_args` go to build_lane, `topic_partitions` are what its topic-id client answers."""
     raw = {"cluster": {"bootstrap_servers": "k:9092"}, "hot_path": "records", "commit_interval_ms": 60_000,
            "routes": [{"source": "src", "destinations": [{"codec": "zstd", "level": 3}]}], **settings}
     conf = config_module.parse(raw, environ={})
@@ -380,8 +381,8 @@ def lane(lane_args: dict[str, Any] | None = None, topic_partitions: dict[str, in
     fetcher = FakeFetcher(events) if conf.batched else None
     topic_ids = NoTopicIds()
     topic_ids.partitions.update(topic_partitions or {})
-    the_lane = Lane(spec, conf, Metrics().lane(spec.name), **(lane_args or {}),
-                    clients=LaneClients(writer, consumer, topic_ids, NoEnds(), fetcher))  # type: ignore[arg-type]
+    the_lane = build_lane(spec, conf, Metrics().lane(spec.name), **(lane_args or {}),
+                          clients=LaneClients(writer, consumer, topic_ids, NoEnds(), fetcher))  # type: ignore[arg-type]
     return the_lane, consumer, writer, events, stop
 
 

@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.ledger import Ledger
+from transcoder.pipeline.partition_book import PartitionBook
 from transcoder.pipeline.partitions import Partition
 from transcoder.service.checkpoint import AtLeastOnce, ExactlyOnce
 
@@ -94,24 +95,58 @@ def _status() -> LaneStatus:
     return LaneStatus(name="lane", group_id="g", destinations={"dst": ("src", "zstd")})
 
 
+class Book(PartitionBook):
+    """The partition book, its read positions the test's `positions` (what a copy path would have pushed)."""
+
+    def __init__(self, positions: dict[Partition, int | None], *, first_reads: bool = False) -> None:
+        super().__init__(first_reads=first_reads)
+        self.positions = positions
+
+    def read_positions(self, tps: Any) -> dict[Partition, int | None]:
+        return {tp: self.positions.get(tp) for tp in tps}
+
+
+class Readiness:
+    def __init__(self, calls: list[Any]) -> None:
+        self.calls = calls
+
+    def cannot_copy(self, why: str, since: float) -> None: ...
+
+    def waiting_on_kafka(self, why: str) -> None:
+        self.calls.append(("waiting", why))
+
+
+class Drain:
+    """The drain's answers, in order; limit_s as the lane's."""
+
+    limit_s = 30.0
+    draining = False
+
+    def __init__(self, answers: list[bool | None] | None) -> None:
+        self.answers = answers
+
+    def step(self, now: float) -> bool | None:
+        return True if self.answers is None else self.answers.pop(0)
+
+    def forget(self) -> None: ...
+
+
 def at_least_once(positions: dict[Partition, int | None] | None = None):
     calls: list[Any] = []
     writer, consumer = FakeWriter(calls), FakeConsumer(calls)
     cp = AtLeastOnce("lane", writer, consumer, _status(), 5.0,  # type: ignore[arg-type]
-                     lambda tps: {tp: (positions or {}).get(tp) for tp in tps})
+                     Book(positions if positions is not None else {}), Readiness(calls))
     return cp, writer, consumer, calls
 
 
 def exactly_once(positions: dict[Partition, int | None], drained: list[bool | None] | None = None):
     calls: list[Any] = []
     writer, consumer = FakeWriter(calls), FakeConsumer(calls)
-    answers = list(drained or [])
     cp = ExactlyOnce("lane", writer, consumer, _status(), 5.0,  # type: ignore[arg-type]
-                     lambda tps: {tp: positions.get(tp) for tp in tps}, group_id="g",
+                     Book(positions, first_reads=True), Readiness(calls), group_id="g",
                      transactional_id=lambda tps: f"tid-{len(tps)}",
-                     rewind=lambda tps: calls.append(("rewind", sorted(tps))),
-                     waiting=lambda why: calls.append(("waiting", why)),
-                     drained=(lambda: answers.pop(0)) if drained is not None else None, drain_limit_s=30.0)
+                     rewind=lambda offsets: calls.append(("rewind", sorted(offsets))),
+                     drain=Drain(list(drained) if drained is not None else None))
     return cp, writer, consumer, calls
 
 
@@ -177,7 +212,7 @@ def test_at_least_once_a_withheld_partition_is_never_committed():
     cp, writer, _, calls = at_least_once({A0: 5})
     writer.send(0, range(5))
     writer.ack(0, 5)
-    cp.withheld.add(A0)
+    cp.book.withhold(A0)
     cp.commit([A0])
     assert cp.committed == {} and not any(isinstance(c, tuple) for c in calls)
 
@@ -213,12 +248,12 @@ def test_exactly_once_batches_that_cannot_be_acknowledged_abort_and_rewind_to_th
     positions: dict[Partition, int | None] = {A0: 10, A1: 3}
     cp, _, _, calls = exactly_once(positions, drained=[True, False])
     cp.begin({A0, A1})
-    cp.started(A1, 0)
+    cp.book.read_from(A1, 0)
     cp.commit([A0])
     positions[A0] = 25
     cp.commit([A0, A1])
     assert calls[-2:] == ["abort_transaction", ("rewind", [A0, A1])]
-    assert (cp.rewind_offset(A0), cp.rewind_offset(A1)) == (10, 0)  # the last commit; the first offset read
+    assert (cp.book.rewind_offset(A0), cp.book.rewind_offset(A1)) == (10, 0)  # the last commit; the first offset read
     assert cp.committed == {A0: 10}
 
 
@@ -274,7 +309,7 @@ def test_exactly_once_lost_partitions_abort_the_transaction_and_forgetting_them_
     cp.lost()
     assert calls == [] and cp.abort_due  # inside the rebalance callback: no network wait, only noted
     cp.forget([A0])
-    assert cp.committed == {} and cp.rewind_offset(A0) is None
+    assert cp.committed == {} and cp.book.rewind_offset(A0) is None
     cp.settle()  # the loop, after the poll
     assert calls == ["abort_transaction"] and not cp.abort_due
     cp.settle()
@@ -297,15 +332,17 @@ def test_exactly_once_a_lost_transaction_is_aborted_before_anything_more_is_comm
 def test_exactly_once_notes_only_the_first_offset_read_of_a_partition_never_committed():
     cp, _, _, _ = exactly_once({A0: 10})
     cp.begin({A0, A1})
-    assert cp.unstarted(A1)
-    cp.started(A1, 4)
-    assert not cp.unstarted(A1)
+    assert cp.book.unstarted(A1)
+    cp.book.read_from(A1, 4)
+    assert not cp.book.unstarted(A1)
     cp.commit([A0])
-    assert not cp.unstarted(A0)
+    assert not cp.book.unstarted(A0)
     cp.restart(A1)  # a recreated topic: read from its start again
-    assert cp.unstarted(A1) and cp.rewind_offset(A1) is None
+    assert cp.book.unstarted(A1) and cp.book.rewind_offset(A1) is None
 
 
 def test_at_least_once_never_rewinds():
     cp, _, _, _ = at_least_once()
-    assert not cp.rewinds and not cp.unstarted(A0)
+    cp.book.assign([A0])
+    cp.book.read_from(A0, 4)  # no first offset read noted: nothing to read again from
+    assert not hasattr(cp, "abort") and not cp.book.unstarted(A0) and cp.book.rewind_offset(A0) is None

@@ -221,7 +221,7 @@ def test_a_partition_added_to_the_source_is_counted_without_asking_the_consumer_
     consumer.script = [lambda c: c.rebalance("assign", [P0, P1]), lambda c: c.rebalance("assign", [("src", 2)])]
     if own:
         the_lane.run(stop)
-        assert extended == [(dest, 3)] and the_lane.destination_partitions == {dest: 3}
+        assert extended == [(dest, 3)] and the_lane.destinations.counts == {dest: 3}
         assert the_lane.assigned == set() and the_lane.status.state == "stopped"
     else:
         with pytest.raises(TranscoderError) as stopped:

@@ -12,7 +12,7 @@ from tests.unit.service.lane_fakes import P0, ScriptedConsumer, lane
 
 def test_records_fetched_but_not_handed_to_the_writer_are_not_committed_on_revoke():
     the_lane, consumer, writer, events, stop = lane(hot_path="batches", max_in_flight_bytes=50)
-    fetcher: Any = the_lane.fetcher
+    fetcher: Any = the_lane.path.fetcher
 
     def revoke_with_five_waiting(c: ScriptedConsumer) -> None:
         writer.ack(P0, 5)  # everything handed is acknowledged; 5..9 wait in the lane for room
@@ -31,7 +31,7 @@ def test_records_fetched_but_not_handed_to_the_writer_are_not_committed_on_revok
 def test_exactly_once_a_failed_batch_aborts_and_the_partition_is_fetched_again_from_the_first_offset_read():
     the_lane, consumer, writer, events, stop = lane(hot_path="batches", guarantee="exactly-once",
                                                     commit_interval_ms=50)
-    fetcher: Any = the_lane.fetcher
+    fetcher: Any = the_lane.path.fetcher
     aborted = writer.aborted
     writer.after_abort = lambda: setattr(writer, "doomed", False)
 
@@ -59,7 +59,7 @@ def test_exactly_once_a_failed_batch_aborts_and_the_partition_is_fetched_again_f
 def test_until_caught_up_commits_and_stops_once_everything_to_the_end_offsets_is_acknowledged():
     # The commit interval is a minute here: a one-shot copy must not wait for it once the last record is in.
     the_lane, consumer, writer, events, stop = lane({"end_offsets": {P0: (0, 10)}}, hot_path="batches")
-    fetcher: Any = the_lane.fetcher
+    fetcher: Any = the_lane.path.fetcher
     consumer.script = [
         lambda c: c.rebalance("assign", [P0]),
         lambda c: fetcher.log.setdefault(P0, []).extend(range(10)),
@@ -77,7 +77,7 @@ def test_a_fetch_waits_no_longer_than_the_open_batch_s_linger():
     # records/s and linger 500 ms, records waited 0.60-0.61 s (2026-11-28). The lane's Fetch waits until the first
     # open batch's linger is over (the writer's linger_due), and FETCH_WAIT_MS with no batch open.
     the_lane, consumer, writer, events, stop = lane(hot_path="batches")
-    fetcher: Any = the_lane.fetcher
+    fetcher: Any = the_lane.path.fetcher
 
     def batch_open(c: ScriptedConsumer) -> None:
         writer.due = 1234.5

@@ -47,7 +47,7 @@ def service(monkeypatch) -> Iterator[tuple[Service, threading.Event]]:
                         "shutdown_timeout_s": SHUTDOWN_TIMEOUT_S,
                         "routes": [{"source": "s", "destinations": [{"codec": "zstd"}]}]}, environ={})
     s = Service(config)
-    monkeypatch.setattr(runner, "Lane", _Lane)
+    monkeypatch.setattr(runner, "build_lane", _Lane)
     spec = SimpleNamespace(name="s", sources=["s"])
     s.prepare = lambda *, create: SimpleNamespace(  # type: ignore[method-assign]
         plan=SimpleNamespace(lanes=[spec]), provision=SimpleNamespace(destinations=[]), created=[], dst_admin=None)

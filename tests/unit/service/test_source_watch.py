@@ -12,6 +12,7 @@ import pytest
 
 from transcoder.errors import TopicError
 from transcoder.pipeline.offset_runs import MapEntry, Run, partition_maps
+from transcoder.pipeline.partition_book import PartitionBook
 from transcoder.service import source_watch
 from transcoder.service.source_watch import SourceWatch
 
@@ -55,21 +56,49 @@ class Recorder:
         self.ids[topic] = topic_id
 
 
+class Checkpoint:
+    def __init__(self, book: PartitionBook) -> None:
+        self.book = book
+
+    @property
+    def withheld(self) -> Any:
+        return self.book.withheld
+
+    def restart(self, tp: Any) -> None:
+        self.book.restart(tp)
+
+
 class Lane:
+    """The watch's collaborators: the lane's partition book (where the lane is: offset 100 of TP), its path, ..."""
+
     def __init__(self, on_source_loss: str = "stop", migration: object = None) -> None:
         self.spec = SimpleNamespace(name="src.zstd")
         self.config = SimpleNamespace(on_source_loss=on_source_loss, migration=migration, shutdown_timeout_s=1.0)
         self.counted: list[tuple[str, int, int]] = []
         self.metrics = SimpleNamespace(source_records_lost=lambda *a: self.counted.append(a))
-        self.checkpoint = SimpleNamespace(withheld=set())
+        self.book = PartitionBook()
+        self.checkpoint = Checkpoint(self.book)
         self.path = Path()
-        self.assigned: set[Any] = set()
-        self.eos = False
         self.writer = SimpleNamespace(offset_map=Recorder())
         self.ledger = SimpleNamespace(destinations_of={"src": ("src.zstd",)})
 
-    def position(self, tp: Any) -> int | None:
-        return 100 if tp == TP else None
+    @property
+    def assigned(self) -> Any:
+        return self.book.assigned
+
+    @assigned.setter
+    def assigned(self, tps: set[Any]) -> None:
+        self.book.release(set(self.book.assigned) - tps)
+        self.book.assign(tps)
+        for tp in tps:
+            self.book.read_to(tp, 100 if tp == TP else None)
+
+
+def watch_of(lane: Lane, ids: TopicIds) -> SourceWatch:
+    watch = SourceWatch(lane.spec.name, lane.config, ids, every_s=1.0, book=lane.book,  # type: ignore[arg-type]
+                        ledger=lane.ledger, metrics=lane.metrics, writer=lane.writer)  # type: ignore[arg-type]
+    watch.read_through(lane.path, lane.checkpoint)  # type: ignore[arg-type]
+    return watch
 
 
 def test_a_topic_recreated_while_its_partitions_were_lost_is_a_loss_when_one_comes_back():
@@ -77,7 +106,7 @@ def test_a_topic_recreated_while_its_partitions_were_lost_is_a_loss_when_one_com
     # answer to its topic-id question came after that (the new id, nothing held): the watch took the new id, and
     # the partition assigned again was read on from the old topic's position, records 0..99 of the new one skipped.
     lane, ids = Lane(), TopicIds()
-    watch = SourceWatch(lane, ids, every_s=1.0)  # type: ignore[arg-type]
+    watch = watch_of(lane, ids)
     lane.assigned = {TP}
     assert watch.assigning([TP]) == set()
     watch.release([TP])  # lost: at offset 100
@@ -92,7 +121,7 @@ def test_a_topic_recreated_while_its_partitions_were_lost_is_a_loss_when_one_com
 
 def test_the_offset_maps_recorder_is_told_the_id_and_not_the_new_one_while_the_lane_stops_on_it():
     lane, ids = Lane(), TopicIds()
-    watch = SourceWatch(lane, ids, every_s=1.0)  # type: ignore[arg-type]
+    watch = watch_of(lane, ids)
     lane.assigned = {TP}
     watch.assigning([TP])
     assert lane.writer.offset_map.ids == {"src": "id-old"}
@@ -118,7 +147,7 @@ def stored(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 def _fresh_start(lane: Lane, ids: TopicIds) -> tuple[SourceWatch, set[Any]]:
     """A new run: the partition assigned with no committed offset."""
-    watch = SourceWatch(lane, ids, every_s=1.0)  # type: ignore[arg-type]
+    watch = watch_of(lane, ids)
     lane.assigned = {TP}
     assert watch.assigning([TP]) == set()  # the first id this run sees: nothing to compare with in memory
     return watch, watch.recreated_by_map([TP])

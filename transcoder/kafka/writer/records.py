@@ -15,8 +15,8 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from transcoder.codecs import built_here
 from transcoder.errors import TranscoderError
-from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.clients import start_threads
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.writer.failures import BATCH_REFUSALS, Failure, Record, RefusedRecords
 from transcoder.kafka.writer.parts import SinkFront, SinkParts, one_destination
 from transcoder.kafka.writer.producers import batch_producer, isolating_producer_config, producer_config

@@ -18,8 +18,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from transcoder.errors import DeliveryError, TranscoderError
-from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.failure_log import FailureLog
+from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.writer.failures import FENCED, Failure
 
 #: One transaction call (commit, abort) waits at most this long before it is asked again (up to the deadline of
