@@ -123,17 +123,18 @@ class RecordAccumulator:
             self._closing = True
             self._wake.notify()
 
-    def purge(self) -> None:
+    def purge_holding_lock(self) -> None:
         """An abort: drop everything queued, wait for the sender's round in flight to end (bounded by the request
-        timeout), drop what it put back meanwhile; the round's batches are dropped by the sender (`purges`)."""
-        with self._lock:
-            self._purges += 1
-            self._records.clear()
-            self._sections.clear()
-            while self._busy:
-                self._idle.wait(0.1)
-            self._records.clear()
-            self._section_records = 0
+        timeout), drop what it put back meanwhile; the round's batches are dropped by the sender (`purges`). The
+        caller holds the producer's lock (the one its parts share): the abort's move of the transaction, this purge
+        and the reports' are one step, so the sender takes no round between them."""
+        self._purges += 1
+        self._records.clear()
+        self._sections.clear()
+        while self._busy:
+            self._idle.wait(0.1)
+        self._records.clear()
+        self._section_records = 0
 
     @property
     def purges(self) -> int:

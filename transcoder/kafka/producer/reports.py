@@ -41,10 +41,10 @@ class DeliveryReports:
             done, self._done = self._done, []
         return done
 
-    def clear(self) -> None:
-        """An abort: the reports not yet served go with the transaction."""
-        with self._lock:
-            self._done = []
+    def clear_holding_lock(self) -> None:
+        """An abort: the reports not yet served go with the transaction. The caller holds the producer's lock
+        (RecordAccumulator.purge_holding_lock)."""
+        self._done = []
 
     def wake(self) -> None:
         """The caller waiting for reports looks again (the transaction failed)."""

@@ -121,8 +121,8 @@ class TransactionSession:
             if self.state.state is TxnState.FATAL_ERROR:
                 raise self.state.error
             self.state.transition(TxnEvent.ABORT)
-        self._acc.purge()
-        self._reports.clear()
+            self._acc.purge_holding_lock()
+            self._reports.clear_holding_lock()
         try:
             self._end(False, deadline)
         except ProduceError as exc:
