@@ -41,21 +41,41 @@ class BatchReports:
         return self.batching.producer_of(self.deliveries.source_of[dest], dest).reported_at or time.time()
 
 
-def _refuse_records(name: str) -> TranscoderError:
-    return TranscoderError(f"lane {name}: hot_path batches takes record sets (write_stored), not records")
+class RecordSetWrites:
+    """What the copy loop hands a record-sets sink, the same at least and exactly once: fetched record sets
+    (`write_stored`) and Spark's columns framed natively into one, re-batched per destination (`batching`)."""
+
+    name: str
+    batching: Batching
+
+    @property
+    def batch_routes(self) -> dict[str, list[tuple[BatchSink, str, Target]]]:
+        """Source topic -> [(producer, destination topic, target)]."""
+        return self.batching.routes
+
+    def write(self, msgs: Iterable[Record | Message], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
+        raise TranscoderError(f"lane {self.name}: hot_path batches takes record sets (write_stored), not records")
+
+    def write_stored(self, source: Partition, records: Any, now: float, start: int = 0,
+                     stop: int | None = None) -> tuple[int, int]:
+        return self.batching.write_stored(source, records, now, start, stop)
+
+    def write_columns(self, run: ColumnRun, start: int) -> tuple[int, int]:
+        """A run of columns (Spark) framed natively into a StoredRecords and handed on as fetched record sets are:
+        no Python per record. (records, source bytes)."""
+        if start >= len(run.offsets):
+            return 0, 0
+        stored = stored_from_columns(run.offsets, run.keys, run.values, run.headers, run.stamps)
+        return self.write_stored((run.topic, run.partition), stored, time.monotonic(), start)
+
+    def linger_due(self) -> float | None:
+        return self.batching.linger_due()
+
+    def tick(self, now: float, *, flush: bool = False) -> None:
+        self.batching.tick(now, flush=flush)
 
 
-def _stored_columns(sink: RecordSetsSink | TransactionalRecordSetsSink, run: ColumnRun,
-                    start: int) -> tuple[int, int]:
-    """A run of columns (Spark) framed natively into a StoredRecords and handed on as fetched record sets are: no
-    Python per record. (records, source bytes)."""
-    if start >= len(run.offsets):
-        return 0, 0
-    stored = stored_from_columns(run.offsets, run.keys, run.values, run.headers, run.stamps)
-    return sink.write_stored((run.topic, run.partition), stored, time.monotonic(), start)
-
-
-class RecordSetsSink(SinkFront):
+class RecordSetsSink(RecordSetWrites, SinkFront):
     """The record-sets path at least once: a BatchProducer per target, made here."""
 
     def __init__(self, parts: SinkParts) -> None:
@@ -77,27 +97,6 @@ class RecordSetsSink(SinkFront):
             parts.config, parts.client_id(target), target, cb, parts.deliveries.produced,
             self.batch_reports.delivered), lambda c: c.start())
         return p
-
-    @property
-    def batch_routes(self) -> dict[str, list[tuple[BatchSink, str, Target]]]:
-        """Source topic -> [(producer, destination topic, target)]."""
-        return self.batching.routes
-
-    def write(self, msgs: Iterable[Record | Message], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
-        raise _refuse_records(self.name)
-
-    def write_stored(self, source: Partition, records: Any, now: float, start: int = 0,
-                     stop: int | None = None) -> tuple[int, int]:
-        return self.batching.write_stored(source, records, now, start, stop)
-
-    def write_columns(self, run: ColumnRun, start: int) -> tuple[int, int]:
-        return _stored_columns(self, run, start)
-
-    def linger_due(self) -> float | None:
-        return self.batching.linger_due()
-
-    def tick(self, now: float, *, flush: bool = False) -> None:
-        self.batching.tick(now, flush=flush)
 
     def poll(self, timeout: float) -> None:
         """Serve delivery reports (waiting up to `timeout` per producer)."""
@@ -127,7 +126,7 @@ class RecordSetsSink(SinkFront):
         self.parts.close(self.producers, timeout)
 
 
-class TransactionalRecordSetsSink(TransactionalFront[BatchProducer]):
+class TransactionalRecordSetsSink(RecordSetWrites, TransactionalFront[BatchProducer]):
     """The record-sets path exactly once: the lane's one target, written by a transactional BatchProducer."""
 
     def __init__(self, parts: SinkParts, target: Target, transactions: WriterTransactions) -> None:
@@ -169,24 +168,3 @@ class TransactionalRecordSetsSink(TransactionalFront[BatchProducer]):
     def transaction_doomed(self) -> bool:
         """Whether the open transaction can no longer commit (a batch it could not deliver within it)."""
         return self.producer is not None and self.producer.doomed
-
-    @property
-    def batch_routes(self) -> dict[str, list[tuple[BatchSink, str, Target]]]:
-        return self.batching.routes
-
-    def write(self, msgs: Iterable[Record | Message], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
-        raise _refuse_records(self.name)
-
-    def write_stored(self, source: Partition, records: Any, now: float, start: int = 0,
-                     stop: int | None = None) -> tuple[int, int]:
-        return self.batching.write_stored(source, records, now, start, stop)
-
-    def write_columns(self, run: ColumnRun, start: int) -> tuple[int, int]:
-        return _stored_columns(self, run, start)
-
-    def linger_due(self) -> float | None:
-        return self.batching.linger_due()
-
-    def tick(self, now: float, *, flush: bool = False) -> None:
-        self.batching.tick(now, flush=flush)
-

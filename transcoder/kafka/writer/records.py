@@ -28,7 +28,38 @@ from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import Target
 
 
-class RecordsSink(SinkFront):
+class RecordWrites:
+    """What the copy loop hands a records sink, the same at least and exactly once: records (or Spark's columns),
+    produced one by one through librdkafka (`records`); librdkafka lingers on its own."""
+
+    name: str
+    records: RecordRoutes
+
+    def write(self, msgs: Iterable[Record | Message], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
+        return self.records.write(msgs, on_error)
+
+    def write_columns(self, run: ColumnRun, start: int) -> tuple[int, int]:
+        """A run of columns from its record `start` on, produced record by record (`RecordRoutes.write_columns`):
+        (records, source bytes)."""
+        if start >= len(run.offsets):
+            return 0, 0
+        self.records.write_columns(run.topic, run.partition, run.offsets[start:], run.keys[start:],
+                                   run.values[start:], run.headers[start:], run.stamps[start:], run.sizes[start:],
+                                   lambda i: run.record(start + i))
+        return len(run.offsets) - start, sum(run.sizes[start:])
+
+    def write_stored(self, source: Partition, records: Any, now: float, start: int = 0,
+                     stop: int | None = None) -> tuple[int, int]:
+        raise TranscoderError(f"lane {self.name}: hot_path records takes records, not record sets")
+
+    def linger_due(self) -> float | None:
+        return None  # librdkafka lingers on its own
+
+    def tick(self, now: float, *, flush: bool = False) -> None:
+        pass
+
+
+class RecordsSink(RecordWrites, SinkFront):
     """The records path at least once: a producer per target, made here."""
 
     def __init__(self, parts: SinkParts) -> None:
@@ -84,22 +115,6 @@ class RecordsSink(SinkFront):
         return p
 
     # ------------------------------------------------------------------ what the copy loop calls
-    def write(self, msgs: Iterable[Record | Message], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
-        return self.records.write(msgs, on_error)
-
-    def write_columns(self, run: ColumnRun, start: int) -> tuple[int, int]:
-        return write_columns(self.records, run, start)
-
-    def write_stored(self, source: Partition, records: Any, now: float, start: int = 0,
-                     stop: int | None = None) -> tuple[int, int]:
-        raise TranscoderError(f"lane {self.name}: hot_path records takes records, not record sets")
-
-    def linger_due(self) -> float | None:
-        return None  # librdkafka lingers on its own
-
-    def tick(self, now: float, *, flush: bool = False) -> None:
-        pass  # no batch is held here
-
     def poll(self, timeout: float) -> None:
         """Serve delivery reports (waiting up to `timeout` per producer), and send refused records again."""
         for p in self.producers:
@@ -133,7 +148,7 @@ class RecordsSink(SinkFront):
         self.parts.close(self.own, timeout)
 
 
-class TransactionalRecordsSink(TransactionalFront[Producer]):
+class TransactionalRecordsSink(RecordWrites, TransactionalFront[Producer]):
     """The records path exactly once: the lane's one target, written by librdkafka's transactional producer."""
 
     def __init__(self, parts: SinkParts, target: Target, transactions: WriterTransactions) -> None:
@@ -180,30 +195,3 @@ class TransactionalRecordsSink(TransactionalFront[Producer]):
     def transaction_doomed(self) -> bool:
         """librdkafka's producer says so only when the commit fails."""
         return False
-
-    def write(self, msgs: Iterable[Record | Message], on_error: Callable[[KafkaError], None]) -> tuple[int, int]:
-        return self.records.write(msgs, on_error)
-
-    def write_columns(self, run: ColumnRun, start: int) -> tuple[int, int]:
-        return write_columns(self.records, run, start)
-
-    def write_stored(self, source: Partition, records: Any, now: float, start: int = 0,
-                     stop: int | None = None) -> tuple[int, int]:
-        raise TranscoderError(f"lane {self.name}: hot_path records takes records, not record sets")
-
-    def linger_due(self) -> float | None:
-        return None
-
-    def tick(self, now: float, *, flush: bool = False) -> None:
-        pass
-
-
-def write_columns(records: RecordRoutes, run: ColumnRun, start: int) -> tuple[int, int]:
-    """A run of columns from its record `start` on, produced record by record (`RecordRoutes.write_columns`):
-    (records, source bytes)."""
-    if start >= len(run.offsets):
-        return 0, 0
-    records.write_columns(run.topic, run.partition, run.offsets[start:], run.keys[start:], run.values[start:],
-                          run.headers[start:], run.stamps[start:], run.sizes[start:], lambda i: run.record(start + i))
-    return len(run.offsets) - start, sum(run.sizes[start:])
-
