@@ -7,6 +7,27 @@ message (for people); `retriable` is what the retry policies read.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit statuses of every `transcoder` command: one table (docs/reference/exit-codes.md), one place."""
+
+    OK = 0
+    #: an error outside the classes below (a record could not be delivered, a topic cannot be used)
+    FAILED = 1
+    #: bad command line, configuration or input: nothing was started
+    USAGE = 2
+    #: a migration gate refused, or verification found a difference between the copy and the source
+    REFUSED = 3
+    #: records the copy needed were lost from the source (retention, truncation, an unclean election)
+    DATA_LOSS = 4
+    #: Kafka (or Spark) did not answer
+    UNAVAILABLE = 5
+    #: stopped by SIGINT (128 + 2) / SIGTERM (128 + 15) before finishing
+    SIGINT = 130
+    SIGTERM = 143
+
 
 class TranscoderError(Exception):
     """Root of every error transcoder reports to a user as one line and a non-zero exit."""
@@ -71,3 +92,16 @@ class PortInUseError(LocalKafkaError):
 
 class MigrationError(TranscoderError):
     """A migration step refused: a gate failed, a group is unknown or active, another controller holds it."""
+
+
+class RefusedError(MigrationError):
+    """A cutover gate refused to move a group, or verification found a difference: the copy is not (yet) what
+    the source is. Nothing was changed."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class DataLossError(TranscoderError):
+    """Records the copy needed are gone from the source (deleted by retention or truncated before being copied)."""
+
+    exit_code = ExitCode.DATA_LOSS
