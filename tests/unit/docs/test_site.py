@@ -1,6 +1,6 @@
-"""The docs site builds, strict, and the pages keep their conventions: a short README, links to repository files
-that exist, no tracker references, and code blocks that tests/integration/test_docs_commands.py can run (or that say
-why not). No broker: a few seconds."""
+"""The docs site builds, strict, every link on it resolves, and the pages keep their conventions: a short README,
+links to repository files that exist, no tracker references, and code blocks that
+tests/integration/test_docs_commands.py can run (or that say why not). No broker: a few seconds (one build)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
 
 import click
+import pytest
+import yaml
 from click.testing import CliRunner
 
 from tests.support import doc_blocks
@@ -30,17 +34,100 @@ def _pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def test_mkdocs_builds_the_site_strict(tmp_path):
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    """The site as CI builds it (`mkdocs build --strict`), once for the tests that read it."""
+    site = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
                            str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})  # Material's end-of-life notice
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return site
+
+
+def test_mkdocs_builds_the_site_strict(built_site):
+    site = built_site
     for page in ("index.html", "getting-started/index.html", "migration/index.html", "architecture/index.html"):
         assert (site / page).is_file(), page
     # the Mermaid diagrams reach the page as the theme renders them
     assert '<pre class="mermaid">' in (site / "migration/index.html").read_text()
+
+
+class _Html(HTMLParser):
+    """A page's anchors (id and name attributes) and its links (href and src, with the tag)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.anchors: set[str] = set()
+        self.links: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if key in ("id", "name") and value:
+                self.anchors.add(value)
+            elif key in ("href", "src") and value is not None:
+                self.links.append(value)
+
+
+def broken_links(site: Path, repo_url: str, root: Path = ROOT) -> list[str]:
+    """Every link of the built site's pages that does not resolve: to a file the site does not have, to an anchor its
+    page does not have, or to a repository file (`repo_url`/blob|tree/BRANCH/path) that `root` does not have."""
+    parsed: dict[Path, _Html] = {}
+
+    def page(path: Path) -> _Html:
+        if path not in parsed:
+            parsed[path] = _Html(path.read_text(errors="replace"))
+        return parsed[path]
+
+    repo = re.compile(re.escape(repo_url.rstrip("/")) + r"/(?:blob|tree)/[^/]+/([^#?]*)")
+    out = []
+    for html in sorted(site.rglob("*.html")):
+        where = html.relative_to(site).as_posix()
+        for link in page(html).links:
+            if m := repo.match(link):
+                if not (root / unquote(m.group(1))).exists():
+                    out.append(f"{where}: {link} (not a file of the repository)")
+                continue
+            url = urlsplit(urljoin(f"http://site.invalid/{where}", link))
+            if url.netloc != "site.invalid":
+                continue  # another site's address
+            target = site / unquote(url.path).lstrip("/")
+            if url.path.endswith("/"):
+                target = target / "index.html"
+            if not target.is_file():
+                out.append(f"{where}: {link} (no such file on the site)")
+            elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in page(target).anchors:
+                out.append(f"{where}: {link} (no such anchor)")
+    return out
+
+
+def _repo_url() -> str:
+    return str(yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["repo_url"])
+
+
+def test_every_link_on_the_built_site_resolves(built_site):
+    assert len(list(built_site.rglob("*.html"))) > 10
+    broken = broken_links(built_site, _repo_url())
+    assert not broken, "links that do not resolve on the built site:\n" + "\n".join(broken)
+
+
+def test_the_link_walk_finds_each_kind_of_broken_link(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "index.html").write_text('<h2 id="here">x</h2><a href="#here">ok</a><a href="../b/">b</a>'
+                                               '<a href="../b/#gone">no anchor</a><img src="../missing.png">'
+                                               '<a href="https://x.invalid/">away</a>')
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "index.html").write_text('<a href="/bench/results/x.md">root link left as is</a>'
+                                               '<a href="https://git.invalid/r/blob/main/README.md">ok</a>'
+                                               '<a href="https://git.invalid/r/tree/main/no-such-dir">gone</a>')
+    assert broken_links(tmp_path, "https://git.invalid/r") == [
+        "a/index.html: ../b/#gone (no such anchor)",
+        "a/index.html: ../missing.png (no such file on the site)",
+        "b/index.html: /bench/results/x.md (no such file on the site)",
+        "b/index.html: https://git.invalid/r/tree/main/no-such-dir (not a file of the repository)",
+    ]
 
 
 def test_readme_is_a_page_not_a_manual():
@@ -117,3 +204,28 @@ def test_every_transcoder_command_shown_parses(monkeypatch):
         if result.exit_code != 0:
             bad.append(f"{block.where}: transcoder {' '.join(args)}\n{result.output}")
     assert not bad, "\n".join(bad)
+
+
+def _hook():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("repo_links", ROOT / "docs" / "hooks" / "repo_links.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_links_to_repository_files_go_to_the_repository_on_the_site(caplog):
+    hook = _hook()
+    html = ('<a href="/bench/results/">r</a> <a href="/pyproject.toml#L3">p</a> <img src="/no/such.png"> '
+            '<a href="//cdn.invalid/x">cdn</a> <a href="../running/">page</a>')
+    out = hook.rewrite(html, "https://git.invalid/r/", "main", ROOT, "x.md")
+    assert out == ('<a href="https://git.invalid/r/tree/main/bench/results">r</a> '
+                   '<a href="https://git.invalid/r/blob/main/pyproject.toml#L3">p</a> <img src="/no/such.png"> '
+                   '<a href="//cdn.invalid/x">cdn</a> <a href="../running/">page</a>')
+    assert [r.getMessage() for r in caplog.records] == [
+        "x.md: a link to /no/such.png, which is not a file of the repository"]
+    assert hook.branch_of("edit/main/docs/") == "main"
+    with pytest.raises(ValueError, match="edit/BRANCH/docs/"):
+        hook.branch_of("")
