@@ -72,7 +72,7 @@ def bootstrap(servers: str | None, local_state_dir: Path | None) -> str:
     st = LocalKafka(local_state_dir).state() or LocalCluster(local_state_dir).state()
     if st is None:
         raise ConfigError("no --bootstrap-servers given (or TRANSCODER_BOOTSTRAP_SERVERS), "
-                          "and no local broker runs: start one with `deploy/local/kafka up`")
+                          "and no local broker runs: start one with `transcoder local-kafka up`")
     return st.bootstrap
 
 

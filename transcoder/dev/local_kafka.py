@@ -349,7 +349,7 @@ class LocalKafka(_StateDir):
         if running is not None:
             raise LocalKafkaError(
                 f"a local broker already runs at {running.bootstrap} (pid {running.pid}); "
-                f"run `deploy/local/kafka down` first"
+                f"run `transcoder local-kafka down` first"
             )
         for p in (port, controller_port):
             if p is not None:
