@@ -26,6 +26,16 @@ MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 ALERTS = "prometheus-alerts.yaml"
 DASHBOARD = "grafana-dashboard.json"
 REGENERATE = "python -m transcoder.metrics.reference > docs/reference/metrics.md"
+RUN_VERIFYING = "`transcoder run` with `migration.verify_interval_s` above 0 (beside the copy metrics)"
+VERIFY_FOLLOW = "`transcoder migrate verify --follow --metrics-port P`"
+WATCH_FOLLOW = "`transcoder migrate watch --follow --metrics-port P`"
+#: which commands export each migration metric (service/verifying.py, cli/migrate.py's verify, cli/migrate_watch.py)
+MIGRATION_EXPORTED_BY: dict[str, tuple[str, ...]] = {
+    "transcoder_stored_codec_ratio": (WATCH_FOLLOW,),
+    "transcoder_migration_verified_offset": (RUN_VERIFYING, VERIFY_FOLLOW),
+    "transcoder_migration_mismatches": (RUN_VERIFYING, VERIFY_FOLLOW),
+    "transcoder_migration_groups": (VERIFY_FOLLOW,),
+}
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,8 @@ def _code(names: Iterable[str]) -> str:
 def _family_section(f: Family, alerts: list[str], panels: list[str]) -> list[str]:
     lines = [f"### {f.exposed_name}", "", _text(f.help), "", f"- Type: {f.type}", f"- Labels: {_code(f.labels)}",
              f"- Series: {_code(f.series)}"]
+    if f.name in MIGRATION_EXPORTED_BY:
+        lines.append(f"- Exported by: {'; '.join(MIGRATION_EXPORTED_BY[f.name])}")
     if f.buckets:
         lines.append(f"- Buckets (`le`): {', '.join(f.buckets)}")
     if alerts:
@@ -215,9 +227,9 @@ def render(copy: list[Family], migration: list[Family], rules: list[AlertRule], 
     sections = [
         ("Copy metrics", "What `transcoder run` exports, with either engine (service or Spark); the "
          "`transcoder_candidate_*` series appear only with live scoring (`evaluate:` in the config).", copy),
-        ("Migration metrics", "What `transcoder migrate verify --follow --metrics-port P` and `transcoder migrate "
-         "watch --follow --metrics-port P` export, each on its own registry; `transcoder run` exports them beside "
-         "the copy metrics when `migration.verify_interval_s` is above 0.", migration),
+        ("Migration metrics", f"What {VERIFY_FOLLOW} and {WATCH_FOLLOW} export, each on its own registry, and "
+         f"{RUN_VERIFYING} in part: each metric's **Exported by** says which. A dashboard panel over a metric only "
+         "one of them exports stays empty unless Prometheus scrapes that one.", migration),
     ]
     for title, intro, fams in sections:
         lines += [f"## {title}", "", intro, "", "| Metric | Type | Labels |", "|---|---|---|"]

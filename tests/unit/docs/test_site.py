@@ -229,3 +229,22 @@ def test_links_to_repository_files_go_to_the_repository_on_the_site(caplog):
     assert hook.branch_of("edit/main/docs/") == "main"
     with pytest.raises(ValueError, match="edit/BRANCH/docs/"):
         hook.branch_of("")
+
+
+#: a line of a paragraph that starts like a Markdown list item: a list the Markdown did not see
+LIST_AS_TEXT = re.compile(r"^\s*(?:[-*+]|\d+\.) (?!-)", re.MULTILINE)
+
+
+def lists_as_text(html: str) -> list[str]:
+    """The lines of `html`'s paragraphs (code left out) that look like list items."""
+    paragraphs = re.findall(r"<p\b[^>]*>(.*?)</p>", re.sub(r"<code\b.*?</code>", "", html, flags=re.DOTALL),
+                            flags=re.DOTALL)
+    return [line.strip() for p in paragraphs for line in p.splitlines() if LIST_AS_TEXT.match(line)]
+
+
+def test_no_list_reaches_the_site_as_text(built_site):
+    found = [f"{html.relative_to(built_site)}: {line[:80]}" for html in sorted(built_site.rglob("*.html"))
+             for line in lists_as_text(html.read_text(errors="replace"))]
+    assert not found, "Markdown lists rendered as text (a blank line missing before them?):\n" + "\n".join(found)
+    assert lists_as_text("<p>Intro:\n- <strong>a</strong> item\n1. another</p><p><code>- not</code></p>") == [
+        "- <strong>a</strong> item", "1. another"]
