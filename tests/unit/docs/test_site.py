@@ -113,6 +113,21 @@ def test_every_link_on_the_built_site_resolves(built_site):
     assert not broken, "links that do not resolve on the built site:\n" + "\n".join(broken)
 
 
+def test_the_readmes_links_into_the_docs_name_anchors_the_site_has(built_site):
+    """README.md is not on the site, but its links into docs/ (`docs/migration.md#4-cut-over`) must name a heading
+    the built page has."""
+    missing = []
+    for target in LINK.findall((ROOT / "README.md").read_text()):
+        path, _, anchor = target.partition("#")
+        if not path.startswith("docs/") or not path.endswith(".md") or not anchor:
+            continue
+        page = path.removeprefix("docs/").removesuffix(".md")
+        html = built_site / ("index.html" if page == "index" else f"{page}/index.html")
+        if not html.is_file() or anchor not in _Html(html.read_text()).anchors:
+            missing.append(target)
+    assert not missing, "README.md links to anchors the site does not have: " + ", ".join(missing)
+
+
 def test_the_link_walk_finds_each_kind_of_broken_link(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "index.html").write_text('<h2 id="here">x</h2><a href="#here">ok</a><a href="../b/">b</a>'
