@@ -109,3 +109,27 @@ def test_every_error_line_on_the_troubleshooting_page_occurs_in_the_code():
     assert not gone, ("docs/troubleshooting.md quotes error lines the code no longer has (the catalogue, "
                       "docs/reference/errors.md, has the current text):\n" + "\n".join(gone))
 
+
+
+def test_every_command_an_error_tells_to_run_exists():
+    """An error that says what to run (`transcoder local-kafka up`) names a command the CLI has, never a wrapper or
+    a command since renamed."""
+    import click
+
+    from transcoder.cli import main
+
+    named = {m.group(1) for e in ec.catalogue()[0] for m in re.finditer(r"`(transcoder [a-z][a-z -]*)", e.message)}
+    assert "transcoder local-kafka up" in named
+    missing = []
+    for text in sorted(named):
+        command: click.Command = main
+        for word in text.split()[1:]:
+            if not isinstance(command, click.Group) or word not in command.commands:
+                break
+            command = command.commands[word]
+        else:
+            continue
+        if command is main:
+            missing.append(text)
+    assert not missing, f"errors name commands the CLI does not have: {missing}"
+    assert not any("deploy/local/kafka" in e.message for e in ec.catalogue()[0])
