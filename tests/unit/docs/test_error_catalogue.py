@@ -133,3 +133,19 @@ def test_every_command_an_error_tells_to_run_exists():
             missing.append(text)
     assert not missing, f"errors name commands the CLI does not have: {missing}"
     assert not any("deploy/local/kafka" in e.message for e in ec.catalogue()[0])
+
+
+def test_the_no_broker_error_as_an_operator_meets_it(tmp_path, monkeypatch):
+    """`seed` with no cluster and no local broker: the line troubleshooting.md quotes, exit 2, nothing attempted."""
+    from click.testing import CliRunner
+
+    from transcoder.cli import main
+
+    monkeypatch.delenv("TRANSCODER_BOOTSTRAP_SERVERS", raising=False)
+    result = CliRunner().invoke(main, ["seed", "--kind", "nginx", "--count", "1", "--topic", "t"],
+                                env={"TRANSCODER_LOCAL_KAFKA_DIR": str(tmp_path)})
+    assert result.exit_code == 2
+    line = ("no --bootstrap-servers given (or TRANSCODER_BOOTSTRAP_SERVERS), and no local broker runs: start one "
+            "with `transcoder local-kafka up`")
+    assert result.output == f"{PREFIX}{line}\n"
+    assert line in _quoted(TROUBLESHOOTING.read_text())
