@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
+from transcoder.cli.options import Choice, option
 from transcoder.codecs import CODECS
+from transcoder.dev.datagen import KINDS
 from transcoder.errors import ConfigError
 
 
@@ -32,15 +34,16 @@ def _start_ms(value: str | None) -> int | None:
               help="Kafka bootstrap servers (default: the running local broker).")
 @click.option("-X", "props", multiple=True, metavar="KEY=VALUE",
               help="Any librdkafka property, e.g. -X security.protocol=SASL_SSL (repeatable).")
-@click.option("--kind", "-k", help="Built-in generator: nginx, nginx-error, json-logs, dns, metrics, entities.")
-@click.option("--file", "-f", "file", type=click.Path(path_type=Path),
-              help="A file or a directory of files; one record per line, or NDJSON (.gz read too).")
-@click.option("--format", "fmt", default="auto", show_default=True,
-              type=click.Choice(["auto", "lines", "ndjson"]), help="How --file is read (auto: by suffix).")
+@click.option("--kind", "-k", type=Choice(KINDS), help="Built-in generator of realistic records.")
+@option("--file", "file", type=click.Path(path_type=Path), was=("-f",),
+        help="A file or a directory of files; one record per line, or NDJSON (.gz read too).")
+@option("--input-format", "fmt", default="auto", show_default=True, was=("--format",),
+        type=Choice(["auto", "lines", "ndjson"]), help="How --file is read (auto: by suffix).")
 @click.option("--key-field", help="NDJSON field whose value becomes the record key.")
-@click.option("--count", "-n", type=int, help="Records to write.")
+@option("--count", type=int, was=("-n",), help="Records to write.")
 @click.option("--bytes", "max_bytes", type=ByteSize(), help="Uncompressed bytes to write, e.g. 250MB.")
-@click.option("--partitions", "-p", type=int, help="Partitions when creating the topic (existing topics must match).")
+@option("--partitions", type=int, was=("-p",),
+        help="Partitions when creating the topic (existing topics must match).")
 @click.option("--replication-factor", type=int, default=-1, show_default=True, help="-1: the broker default.")
 @click.option("--topic-config", "topic_props", multiple=True, metavar="KEY=VALUE",
               help="Topic config when creating it, e.g. cleanup.policy=compact (repeatable).")
@@ -50,7 +53,7 @@ def _start_ms(value: str | None) -> int | None:
 @click.option("--seed", "seed_value", type=int, default=0, show_default=True, help="Generator seed.")
 @click.option("--start", help="Generator timeline start, ISO-8601 (default: so that it ends about now).")
 @click.option("--compression", default="none", show_default=True,
-              type=click.Choice(CODECS), help="Codec for the seeding producer.")
+              type=Choice(CODECS), help="Codec for the seeding producer.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
               hidden=True, help="State dir of the local broker to use when no bootstrap is given.")
 def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind: str | None,
