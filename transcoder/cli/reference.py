@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import click
 
 from transcoder.cli import main as cli
+from transcoder.cli.options import Choice, Renamed
 
 PAGE = "docs/reference/cli.md"
 REGENERATE = f"python -m transcoder.cli.reference > {PAGE}"
@@ -108,6 +109,27 @@ def _section(ctx: click.Context) -> list[str]:
     return lines
 
 
+def _renamed() -> list[str]:
+    """The old spellings still accepted, each with what it is now: hidden from the sections above and from --help;
+    given, they work and print a one-line warning naming the new spelling."""
+    rows = []
+    for ctx in walk():
+        for param in ctx.command.params:
+            if isinstance(param, Renamed):
+                rows.append((ctx.command_path, f"`{param.opts[0]}`", f"`{param.to.opts[0]}`"))
+            elif isinstance(param, click.Option) and isinstance(param.type, Choice):
+                rows += [(ctx.command_path, f"`{param.opts[0]} {old}`", f"`{param.opts[0]} {new}`")
+                         for old, new in param.type.was.items()]
+    if not rows:
+        return []
+    lines = ["## Renamed options", "",
+             "One name means one thing on every command (`tests/unit/cli/test_option_names.py` checks it). These "
+             "old spellings still work, and print a one-line warning on stderr that names the new one; they will be "
+             "removed in a later release.", "",
+             "| Command | Old spelling | Use instead |", "| --- | --- | --- |"]
+    return lines + [f"| `{path}` | {old} | {new} |" for path, old, new in rows] + [""]
+
+
 def page() -> str:
     """The whole page."""
     lines = [
@@ -124,15 +146,14 @@ def page() -> str:
         REGENERATE,
         "```",
         "",
-        "`tests/unit/cli/test_reference.py` fails while this page differs from what the generator writes. Options "
-        "renamed in an earlier release still work under their old spelling (hidden here and in `--help`), printing "
-        "a one-line warning that names the new one.",
+        "`tests/unit/cli/test_reference.py` fails while this page differs from what the generator writes.",
         "",
         "Every command also takes `-h`/`--help`.",
         "",
     ]
     for ctx in walk():
         lines += _section(ctx)
+    lines += _renamed()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -53,3 +53,11 @@ def test_options_are_shown_with_type_default_and_environment_and_hidden_ones_are
                                         if not p.hidden for o in p.opts}
     assert not shown & renamed_only, shown & renamed_only
     assert "--local-kafka-dir" not in page
+
+
+def test_renamed_options_and_values_are_listed_with_their_new_spelling():
+    table = reference.page().split("## Renamed options")[1]
+    assert "| `transcoder seed` | `--format` | `--input-format` |" in table
+    assert "| `transcoder evaluate` | `--engine local` | `--engine service` |" in table
+    aliases = [p for ctx in reference.walk() for p in ctx.command.params if isinstance(p, Renamed)]
+    assert table.count("\n| `transcoder") == len(aliases) + 1  # and the one renamed value
