@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import click
 
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
-from transcoder.cli.options import Choice, option
+from transcoder.cli.options import TIME_FORMS, Choice, Time, When, option
 from transcoder.codecs import CODECS
 from transcoder.dev.datagen import KINDS
 from transcoder.errors import ConfigError
-
-
-def _start_ms(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise ConfigError(f"--start {value!r} is not an ISO-8601 timestamp") from exc
-    if dt.tzinfo is None:
-        raise ConfigError(f"--start {value!r} needs a time zone, e.g. 2026-01-01T00:00:00Z")
-    return int(dt.timestamp() * 1000)
 
 
 @main.command()
@@ -51,7 +38,8 @@ def _start_ms(value: str | None) -> int | None:
 @click.option("--headers/--no-headers", default=False, show_default=True, help="Add realistic headers.")
 @click.option("--rate", type=float, help="Records per second at most (default: as fast as possible).")
 @click.option("--seed", "seed_value", type=int, default=0, show_default=True, help="Generator seed.")
-@click.option("--start", help="Generator timeline start, ISO-8601 (default: so that it ends about now).")
+@click.option("--start", type=Time(), help=f"Generator timeline start ({TIME_FORMS}; default: so that it ends "
+                                          "about now).")
 @click.option("--compression", default="none", show_default=True,
               type=Choice(CODECS), help="Codec for the seeding producer.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
@@ -59,7 +47,7 @@ def _start_ms(value: str | None) -> int | None:
 def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind: str | None,
          file: Path | None, fmt: str, key_field: str | None, count: int | None, max_bytes: int | None,
          partitions: int | None, replication_factor: int, topic_props: tuple[str, ...], keys: bool,
-         headers: bool, rate: float | None, seed_value: int, start: str | None, compression: str,
+         headers: bool, rate: float | None, seed_value: int, start: When | None, compression: str,
          local_kafka_dir: Path | None) -> None:
     """Write realistic records into a topic, from files or a built-in generator."""
     from transcoder.dev import seed as seeding
@@ -82,7 +70,7 @@ def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind
     else:
         assert kind is not None  # exactly one of --kind and --file, checked above
         eps = rate or 2000.0
-        start_ms = _start_ms(start)
+        start_ms = None if start is None else start.ms()
         if start_ms is None:
             start_ms = seeding.generator_start_ms(count, max_bytes, eps, int(time.time() * 1000))
         records = seeding.generated(kind, seed_value=seed_value, keys=keys, headers=headers,
