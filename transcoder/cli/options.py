@@ -1,5 +1,6 @@
-"""The command line's shared spellings: value types every command reads alike (partition numbers, times) and old
-spellings of renamed options and values, kept as hidden aliases that still work and warn.
+"""The command line's shared spellings: value types every command reads alike (partition numbers, times, choices
+refused in one line) and old spellings of renamed options and values, kept as hidden aliases that still work and
+warn.
 
 An old spelling is declared beside the option it became: `option("--input-format", "fmt", was=("--format",), ...)`
 adds the option and, hidden from --help, `--format`, whose value goes to the option now named (a one-line warning on
