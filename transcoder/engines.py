@@ -100,9 +100,10 @@ def _measure_topic_on_spark(plan: TopicPlan, cells: Sequence[Cell], how: Measuri
     return measure_topic_on_spark(plan, cells, repeats=how.repeats, max_records=how.max_records, master=how.master)
 
 
-#: `evaluate --engine NAME`; the first is the default
+#: `evaluate --engine NAME`; the first is the default. A name means the same engine as in ENGINES (`service`: this
+#: process; `spark`: on Spark), so one --engine value is one engine on every command.
 MEASURERS: dict[str, MeasurerEntry] = {
-    "local": MeasurerEntry(_measure_here, "in this process", reports_progress=True),
+    "service": MeasurerEntry(_measure_here, "in this process, as the service compresses", reports_progress=True),
     "spark": MeasurerEntry(_measure_on_spark, "partitions spread over Spark executors",
                            measure_topic=_measure_topic_on_spark),
 }

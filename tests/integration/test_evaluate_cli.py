@@ -102,7 +102,7 @@ def test_generated_and_file_input_need_no_broker(tmp_path):
     (("--codecs", "brotli"), "--codecs 'brotli': unknown codec 'brotli'"),
     (("--codecs", "zstd:30"), "--codecs 'zstd:30': level 30 is outside 1..22"),
     (("--batch-sizes", "4MiB"), "--batch-sizes: 4,194,304 B is above the topic's max.message.bytes"),
-    (("--partitions", "7"), "has partitions 0..2; there is no partition 7"),
+    (("--partition", "7"), "has partitions 0..2; there is no partition 7"),
     (("--since", "2026-01-01T00:00:00Z"), "give --records or --since/--until, not both"),
     (("--cpu-budget", "0.5", "--rate", "-1"), "--rate must be a positive number"),
     (("--min-ratio", "1000"), "no cell meets"),
@@ -118,7 +118,8 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(kafka, seeded, args, message):
 def test_a_time_that_is_not_one_is_one_line(kafka, seeded):
     proc = run_cli("evaluate", "--topic", seeded, "-b", kafka.bootstrap, "--since", "yesterday")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert "--since 'yesterday' is neither an ISO-8601 time nor epoch milliseconds" in proc.stderr
+    assert ("--since 'yesterday' is neither an ISO-8601 time (2026-11-01T00:00:00Z), epoch milliseconds nor a "
+            "duration") in proc.stderr
 
 
 def test_a_missing_topic_and_an_empty_one_are_one_line_errors(kafka, topic_factory):

@@ -99,7 +99,7 @@ def test_the_mix_since_a_time_is_exactly_what_producers_wrote(kafka, rollout):
                                       f"since {doc['since']} are stored as zstd.")
 
     iso = datetime.fromtimestamp(since / 1000, UTC).isoformat(timespec="milliseconds")
-    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", iso, "--partitions", "1", "--target", "lz4")
+    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", iso, "--partition", "1", "--target", "lz4")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "compression.type: producer" in out and "stored as producers wrote it" in out
@@ -110,7 +110,7 @@ def test_the_mix_since_a_time_is_exactly_what_producers_wrote(kafka, rollout):
 
 def test_a_large_range_is_sampled_within_the_budget_and_spread_over_it(kafka, rollout):
     topic, _ = rollout
-    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", "1h", "--partitions", "0",
+    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", "1h", "--partition", "0",
                  "--max-bytes", "1KiB", "--format", "json")  # 64 B a window: one batch each, 16 of ≥ 28
     assert result.exit_code == 0, result.output
     (p0,) = json.loads(result.stdout)["partitions"]
@@ -118,7 +118,7 @@ def test_a_large_range_is_sampled_within_the_budget_and_spread_over_it(kafka, ro
     assert p0["batches"] <= 16 and p0["records"] < 255
     assert set(p0["codecs"]) == {"gzip", "lz4", "zstd"}  # windows across the range: the last ones too
 
-    whole = json.loads(cli("--topic", topic, "-b", kafka.bootstrap, "--since", "1h", "--partitions", "0",
+    whole = json.loads(cli("--topic", topic, "-b", kafka.bootstrap, "--since", "1h", "--partition", "0",
                            "--format", "json").stdout)["partitions"][0]
     assert whole["complete"] and records(whole) == {"gzip": 200, "lz4": 25, "zstd": 30}
 
@@ -145,7 +145,7 @@ def test_follow_serves_the_stored_codec_ratio(kafka, rollout):
     code = ("from transcoder.cli.main import _Cli; from transcoder.cli.migrate_watch import watch; "
             "g = _Cli(); g.add_command(watch); g(prog_name='transcoder migrate')")
     proc = subprocess.Popen([sys.executable, "-c", code, "watch", "--topic", topic, "-b", kafka.bootstrap,
-                             "--since", str(since), "--follow", "--interval", "1", "--count", "3", "--format", "json",
+                             "--since", str(since), "--follow", "--interval", "1", "--samples", "3", "--format", "json",
                              "--metrics-port", "0", "--metrics-host", "127.0.0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -188,7 +188,7 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(kafka):
     assert missing.stderr == "transcoder: error: topic no-such-topic-watch does not exist\n" and not missing.stdout
     for args, says in ((("--since", "yesterday"), "--since 'yesterday' is neither"),
                        (("--since", "2026-01-01T00:00:00"), "needs a time zone"),
-                       (("--partitions", "0,x"), "--partitions '0,x'"),
+                       (("--partition", "0,x"), "--partition '0,x'"),
                        (("--metrics-port", "9400"), "need --follow")):
         result = cli("--topic", "t", "-b", kafka.bootstrap, *args)
         assert result.exit_code == 2, result.output

@@ -7,16 +7,20 @@ import sys
 import click
 
 from transcoder.cli.main import ByteSize, main
+from transcoder.cli.options import Choice
+from transcoder.dev.datagen import KINDS
 
 
 @main.command()
-@click.option("--kind", default="nginx", show_default=True, help="Generator to seed the source topic with.")
+@click.option("--kind", "-k", type=Choice(KINDS), default="nginx", show_default=True,
+              help="Built-in generator to seed the source topic with.")
 @click.option("--bytes", "size", type=ByteSize(), default="250MB", show_default=True,
               help="Uncompressed bytes to seed.")
-@click.option("--partitions", type=int, default=3, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
-              show_default=True)
-@click.option("--engine", type=click.Choice(["service", "spark"]), default="service", show_default=True,
+@click.option("--partitions", type=int, default=3, show_default=True,
+              help="Partitions of the source topic it seeds.")
+@click.option("--format", "fmt", type=Choice(["table", "markdown", "json"]), default="table",
+              show_default=True, help="How the comparison is printed on stdout.")
+@click.option("--engine", type=Choice(["service", "spark"]), default="service", show_default=True,
               help="Copy with the service, or with the Spark engine on local[*].")
 def demo(kind: str, size: int, partitions: int, fmt: str, engine: str) -> None:
     """Start a local Kafka, seed realistic data, copy it into one topic per codec, print the comparison."""

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
+from transcoder.cli.options import TIME_FORMS, Choice, Partitions, Time, When, option, partition_list
+from transcoder.dev.datagen import KINDS
 from transcoder.engines import MEASURERS, MeasurerEntry, Measuring, choices_help
 from transcoder.errors import ConfigError
 from transcoder.evaluate.grid import default_codecs_text
@@ -28,8 +30,17 @@ HEAD = 2_000
 DEFAULT_RECORDS = 50_000
 
 
-def _records(records: int | None, since: str | None, until: str | None) -> int | None:
+def _records(records: int | None, since: When | None, until: When | None) -> int | None:
     return records if records is not None or since or until else DEFAULT_RECORDS
+
+
+def _ms(when: When | None) -> int | None:
+    return None if when is None else when.ms()
+
+
+def _check_window(since: When | None, until: When | None) -> None:
+    if since is not None and until is not None and until.ms() <= since.ms():
+        raise ConfigError(f"--until {until} is not after --since {since}")
 
 
 def _sizes(value: str | None) -> list[int] | None:
@@ -45,17 +56,8 @@ def _sizes(value: str | None) -> list[int] | None:
     return out
 
 
-def _partitions(value: str | None) -> list[int] | None:
-    if value is None:
-        return None
-    try:
-        return [int(p) for p in value.split(",") if p.strip()]
-    except ValueError:
-        raise ConfigError(f"--partitions {value!r}: give partition numbers, e.g. 0,1,2") from None
-
-
 def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: dict[str, Any] | None,
-            partitions: str | None, records: int | None, since: str | None, until: str | None,
+            partitions: list[int] | None, records: int | None, since: When | None, until: When | None,
             file_format: str, key_field: str | None, count: int, seed_value: int, keys: bool, headers: bool,
             partition_count: int) -> Any:
     from transcoder.evaluate import sample as sampling
@@ -64,15 +66,14 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
         raise ConfigError("give exactly one input: --topic, --file or --kind")
     if topic is not None:
         assert cluster is not None
-        return sampling.read_topic(cluster, topic, partitions=_partitions(partitions),
-                                   records=_records(records, since, until),
-                                   since=since, until=until)
+        return sampling.read_topic(cluster, topic, partitions=partitions, records=_records(records, since, until),
+                                   since=_ms(since), until=_ms(until))
     if count <= 0:
         raise ConfigError(f"--count must be positive, not {count}")
     from transcoder.dev import seed as seeding
 
     if file is not None:
-        source = seeding.FileSource(file, fmt=file_format, key_field=key_field, format_option="--file-format")
+        source = seeding.FileSource(file, fmt=file_format, key_field=key_field)
         # files carry no timestamps: the records get one, a millisecond apart (as a steady producer would)
         recs = [(r.key, r.value, r.headers, 1_767_225_600_000 + i) for i, r in enumerate(islice(source, count))]
         return sampling.from_records(f"file {file}", recs, partition_count)
@@ -89,17 +90,19 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
 @click.option("--bootstrap-servers", "-b", envvar="TRANSCODER_BOOTSTRAP_SERVERS",
               help="Kafka bootstrap servers (default: the running local broker).")
 @click.option("-X", "props", multiple=True, metavar="KEY=VALUE", help="Any librdkafka property (repeatable).")
-@click.option("--partitions", help="Partitions of --topic to read, e.g. 0,3 (default: all).")
+@option("--partition", "partitions", type=Partitions(), multiple=True, callback=partition_list, metavar="N[,N...]",
+        was=("--partitions",), help="A partition of --topic to read, e.g. 0 or 0,3 (repeatable; default: all).")
 @click.option("--records", type=int, help="The last N records of each partition (default 50,000).")
-@click.option("--since", help="Records from this time on (ISO-8601 with zone, or epoch ms).")
-@click.option("--until", help="Records before this time (ISO-8601 with zone, or epoch ms).")
-@click.option("--file", "-f", "file", type=click.Path(path_type=Path),
-              help="A file or directory of files, one record per line or NDJSON (.gz read too).")
-@click.option("--file-format", default="auto", show_default=True, type=click.Choice(["auto", "lines", "ndjson"]))
+@click.option("--since", type=Time(past=True), help=f"Records from this time on ({TIME_FORMS}).")
+@click.option("--until", type=Time(), help=f"Records before this time ({TIME_FORMS}).")
+@option("--file", "file", type=click.Path(path_type=Path), was=("-f",),
+        help="A file or directory of files, one record per line or NDJSON (.gz read too).")
+@option("--input-format", "file_format", default="auto", show_default=True, type=Choice(["auto", "lines", "ndjson"]),
+        was=("--file-format",), help="How --file is read (auto: by suffix).")
 @click.option("--key-field", help="NDJSON field whose value becomes the record key.")
-@click.option("--kind", "-k", help="Built-in generator: nginx, nginx-error, json-logs, dns, metrics, entities.")
-@click.option("--count", "-n", type=int, default=100_000, show_default=True,
-              help="Records to take from --file or --kind.")
+@click.option("--kind", "-k", type=Choice(KINDS), help="Built-in generator of realistic records.")
+@option("--count", type=int, default=100_000, show_default=True, was=("-n",),
+        help="Records to take from --file or --kind.")
 @click.option("--partition-count", type=int, default=1, show_default=True,
               help="Spread --file/--kind records over this many partitions (murmur2 of the key, as Java "
                    "producers do; unkeyed records round-robin).")
@@ -112,7 +115,7 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
                                     "(default 16KiB,64KiB,256KiB,1MiB,4MiB within max.message.bytes).")
 @click.option("--max-records", type=int, default=100_000, show_default=True,
               help="Records per batch at most (batch.num.messages).")
-@click.option("--producer", type=click.Choice(["librdkafka", "java", "both"]), default="librdkafka", show_default=True,
+@click.option("--producer", type=Choice(["librdkafka", "java", "both"]), default="librdkafka", show_default=True,
               help="Whose batching rule cuts batches: librdkafka's (transcoder, most non-Java clients: batch.size "
                    "counts record bytes) or the Java producer's (MirrorMaker 2: batch.size counts estimated "
                    "compressed bytes), or both side by side.")
@@ -120,7 +123,8 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
               help="The destination's max.message.bytes (default: the sampled topic's).")
 @click.option("--repeats", type=click.IntRange(1, 50), default=3, show_default=True,
               help="Timed repeats per cell (the median is reported).")
-@click.option("--engine", type=click.Choice(list(MEASURERS)), default=next(iter(MEASURERS)), show_default=True,
+@click.option("--engine", type=Choice(list(MEASURERS), was={"local": "service"}), default=next(iter(MEASURERS)),
+              show_default=True,
               help=choices_help(MEASURERS))
 @click.option("--master", default="local[*]", show_default=True, help="Spark master for --engine spark.")
 @click.option("--rate", type=float, help="Records/s the topic receives (default: read from the sampled topic).")
@@ -133,12 +137,13 @@ def _sample(topic: str | None, file: Path | None, kind: str | None, *, cluster: 
               help="The codec producers use now (default: the codec of the topic's stored batches).")
 @click.option("--current-batch-size", type=ByteSize(),
               help="The batch size producers use now (default: estimated from the topic's stored batches).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True,
+              help="How the results are printed on stdout.")
 @click.option("--html", "html_dir", type=click.Path(path_type=Path), help="Also write an HTML report with plots here.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
-              hidden=True)
-def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str, ...], partitions: str | None,
-             records: int | None, since: str | None, until: str | None, file: Path | None, file_format: str,
+              hidden=True, help="State dir of the local broker to use when no bootstrap is given.")
+def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str, ...], partitions: list[int] | None,
+             records: int | None, since: When | None, until: When | None, file: Path | None, file_format: str,
              key_field: str | None, kind: str | None, count: int, partition_count: int, seed_value: int, keys: bool,
              headers: bool,
              codec_specs: tuple[str, ...], batch_sizes: str | None, max_records: int, producer: str,
@@ -151,6 +156,7 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
     from transcoder.evaluate import grid, recommend, render
 
     chosen = grid.settings(codec_specs or grid.DEFAULT_CODECS)
+    _check_window(since, until)
     if max_records <= 0:
         raise ConfigError(f"--max-records must be positive, not {max_records}")
     if html_dir is not None:  # refused now, not after the whole grid was measured
@@ -167,9 +173,8 @@ def evaluate(topic: str | None, bootstrap_servers: str | None, props: tuple[str,
         from transcoder.evaluate import sample as sampling
 
         assert cluster is not None
-        plan = sampling.plan_topic(cluster, topic, partitions=_partitions(partitions),
-                                   records=_records(records, since, until),
-                                   since=since, until=until)
+        plan = sampling.plan_topic(cluster, topic, partitions=partitions, records=_records(records, since, until),
+                                   since=_ms(since), until=_ms(until))
         sample = sampling.read_ranges(plan, {p: (s, min(e, s + HEAD)) for p, (s, e) in plan.ranges.items()})
         sample.check_not_empty()
         sample.topic = sampling.facts(plan, sample)

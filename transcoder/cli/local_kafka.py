@@ -9,15 +9,17 @@ from typing import Any
 
 import click
 
+from transcoder.cli.help import InOrder
 from transcoder.cli.main import main
+from transcoder.cli.options import option
 from transcoder.errors import ConfigError
 
 
-@main.group("local-kafka")
+@main.group("local-kafka", cls=InOrder, order=("fetch", "up", "status", "logs", "down"))
 @click.option("--state-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
               help="Where the broker's config, data, log and pid live (default ~/.cache/transcoder/local-kafka).")
-@click.option("--version", "kafka_version", envvar="TRANSCODER_KAFKA_VERSION", default=None,
-              help="Apache Kafka version to fetch from Maven Central.")
+@option("--kafka-version", "kafka_version", envvar="TRANSCODER_KAFKA_VERSION", default=None, was=("--version",),
+        help="Apache Kafka version to fetch from Maven Central.")
 @click.pass_context
 def local_kafka(ctx: click.Context, state_dir: Path | None, kafka_version: str | None) -> None:
     """A real Apache Kafka broker (KRaft, one node), or a cluster of them (`up --brokers 3`), on 127.0.0.1, for
@@ -122,7 +124,7 @@ def local_kafka_status(kafka: Any) -> None:
 
 
 @local_kafka.command("logs")
-@click.option("-n", "--lines", type=int, default=100, show_default=True)
+@click.option("-n", "--lines", type=int, default=100, show_default=True, help="Lines from the end to print.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines, like tail -f.")
 @click.option("--node", type=int, default=None, help="A cluster's node (`up --brokers N`): its log.")
 @click.pass_obj

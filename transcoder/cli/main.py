@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from transcoder import __version__, logs
+from transcoder.cli.help import Sectioned
 from transcoder.errors import ConfigError, TranscoderError
 
 
@@ -29,7 +30,7 @@ def _refused_properties(exc: Exception) -> str | None:
     return f"a Kafka client property was refused: {reason} (librdkafka's CONFIGURATION.md lists them)"
 
 
-class _Cli(click.Group):
+class _Cli(Sectioned):
     """Turns every TranscoderError, and librdkafka refusing a client property, into one line on stderr and a
     non-zero exit status."""
 
@@ -106,7 +107,8 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="transcoder")
 @click.option("--log-level", default="info", show_default=True, envvar="TRANSCODER_LOG_LEVEL",
-              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              help="The least severe log lines printed (on stderr).")
 @click.option("--debug-clients", is_flag=True, envvar="TRANSCODER_DEBUG_CLIENTS",
               help="Also log the Kafka clients' own debug lines (kafka-python's requests and responses by type, "
                    "librdkafka's debug contexts " + logs.RDKAFKA_DEBUG_CONTEXTS + "), each cut to "

@@ -19,15 +19,18 @@ from typing import Any
 
 import click
 
+from transcoder.cli.help import InOrder
 from transcoder.cli.main import main
 from transcoder.cli.migrate_watch import watch
+from transcoder.cli.options import Choice
 
 CONFIG = click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
                       envvar="TRANSCODER_CONFIG", help="The service's YAML config (with a `migration:` section).")
 DESTINATION = click.option("--destination", "-d", default=None,
                            help="The destination (its name, or its topic) to migrate to; may be omitted when the "
                                 "config has one.")
-FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+FORMAT = click.option("--format", "fmt", type=Choice(["table", "json"]), default="table", show_default=True,
+                      help="How the result is printed on stdout.")
 GROUPS = click.option("--group", "-g", "group_ids", multiple=True, help="A consumer group (repeatable).")
 ALL_GROUPS = click.option("--all-groups", is_flag=True, help="Every group of the migration (start: every group "
                                                              "with committed offsets on the source).")
@@ -92,7 +95,7 @@ def _json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
-@main.group()
+@main.group(cls=InOrder, order=("plan", "start", "verify", "cutover", "rollback", "status", "finish", "watch"))
 def migrate() -> None:
     """Move consumer groups from a topic to its copy with exact offsets: plan, start, verify, cutover, rollback,
     status, finish; and watch in-place rollouts."""
@@ -165,9 +168,10 @@ def _verify_dict(results: dict[int, Any]) -> dict[str, Any]:
 @CONFIG
 @DESTINATION
 @FORMAT
-@click.option("--follow", is_flag=True, help="Keep verifying what is copied, every --interval seconds.")
-@click.option("--interval", type=float, default=30.0, show_default=True)
-@click.option("--metrics-port", type=int, default=None,
+@click.option("--follow", "-f", is_flag=True, help="Keep verifying what is copied, every --interval seconds.")
+@click.option("--interval", type=float, default=30.0, show_default=True,
+              help="Seconds between verification passes (--follow).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="With --follow: serve transcoder_migration_* metrics on this port.")
 @click.option("--progress-every", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Seconds between progress lines on stderr (records compared so far, of how many) while a "

@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from transcoder.cli.main import ByteSize, bootstrap, properties
+from transcoder.cli.options import TIME_FORMS, Choice, Partitions, Time, When, option, partition_list
 from transcoder.codecs import CODECS
 from transcoder.errors import ConfigError, TranscoderError
 
@@ -63,49 +64,48 @@ def _print(mix: Any, fmt: str, follow: bool) -> None:
 @click.option("--bootstrap-servers", "-b", envvar="TRANSCODER_BOOTSTRAP_SERVERS",
               help="Kafka bootstrap servers (default: the running local broker).")
 @click.option("-X", "props", multiple=True, metavar="KEY=VALUE", help="Any librdkafka property (repeatable).")
-@click.option("--since", default="1h", show_default=True,
-              help="Records written from this time on: ISO-8601 with a zone, epoch ms, or a duration back from now "
-                   "(30m, 1h, 2d; with --follow the window slides).")
-@click.option("--partitions", help="Partitions to sample, e.g. 0,3 (default: all).")
-@click.option("--target", type=click.Choice(CODECS), default="zstd", show_default=True,
+@click.option("--since", type=Time(past=True), default="1h", show_default=True,
+              help=f"Records written from this time on ({TIME_FORMS}; with --follow a duration's window slides).")
+@option("--partition", "partitions", type=Partitions(), multiple=True, callback=partition_list, metavar="N[,N...]",
+        was=("--partitions",), help="A partition to sample, e.g. 0 or 0,3 (repeatable; default: all).")
+@click.option("--target", type=Choice(CODECS), default="zstd", show_default=True,
               help="The codec the rollout moves producers to.")
 @click.option("--max-bytes", type=ByteSize(), default="4MiB", show_default=True,
               help="Stored bytes read per partition and sample, in 16 runs spread over the offsets since --since "
                    "(a smaller range is read whole).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+@click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True,
               help="json: one document (with --follow, one line per sample).")
-@click.option("--follow", is_flag=True, help="Sample again every --interval until interrupted.")
+@click.option("--follow", "-f", is_flag=True, help="Sample again every --interval until interrupted.")
 @click.option("--interval", type=float, default=60.0, show_default=True, help="Seconds between samples (--follow).")
-@click.option("--count", type=click.IntRange(min=1), help="With --follow, stop after this many samples.")
+@option("--samples", "count", type=click.IntRange(min=1), was=("--count",),
+        help="With --follow, stop after this many samples.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535),
               help="With --follow, serve /metrics (transcoder_stored_codec_ratio) and /status on this port.")
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address --metrics-port listens on.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
-              hidden=True)
+              hidden=True, help="State dir of the local broker to use when no bootstrap is given.")
 @click.pass_context
 def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_servers: str | None,
-          props: tuple[str, ...], since: str, partitions: str | None, target: str, max_bytes: int, fmt: str,
+          props: tuple[str, ...], since: When, partitions: list[int] | None, target: str, max_bytes: int, fmt: str,
           follow: bool, interval: float, count: int | None, metrics_port: int | None, metrics_host: str,
           local_kafka_dir: Path | None) -> None:
     """Show the mix of codecs the broker stores the topic's batches in since a time, per partition (by records
     and by bytes), and whether its compression.type lets producers' codecs through."""
     from transcoder.migrate import watch as w
 
-    w.parse_since(since, int(time.time() * 1000))  # bad input fails before anything connects
-    chosen = w.parse_partitions(partitions)
     if not follow and (metrics_port is not None or count is not None):
-        raise ConfigError("--metrics-port and --count need --follow")
+        raise ConfigError("--metrics-port and --samples need --follow")
     if interval <= 0:
         raise ConfigError(f"--interval must be positive, not {interval:g}")
     cluster = _cluster(ctx, config_path, bootstrap_servers, props, local_kafka_dir)
-    with w.Watcher(cluster, topic, partitions=chosen, target=target, max_bytes=max_bytes) as watcher:
+    with w.Watcher(cluster, topic, partitions=partitions, target=target, max_bytes=max_bytes) as watcher:
         if not follow:
-            _print(watcher.sample(w.parse_since(since, int(time.time() * 1000))), fmt, follow)
+            _print(watcher.sample(since.ms()), fmt, follow)
             return
         _follow(watcher, since, fmt, interval, count, metrics_port, metrics_host)
 
 
-def _follow(watcher: Any, since: str, fmt: str, interval: float, count: int | None, port: int | None,
+def _follow(watcher: Any, since: When, fmt: str, interval: float, count: int | None, port: int | None,
             host: str) -> None:
     """Sample every `interval` s, print each sample, export it; a failed sample is one line on stderr and the
     next one is tried (the cluster may come back), until interrupted or `count` samples."""
@@ -131,7 +131,7 @@ def _follow(watcher: Any, since: str, fmt: str, interval: float, count: int | No
         while True:
             started = time.monotonic()
             try:
-                mix = watcher.sample(w.parse_since(since, int(time.time() * 1000)))
+                mix = watcher.sample(since.ms())
             except TranscoderError as exc:
                 click.echo(f"transcoder: sample failed: {exc}", err=True)
             else:

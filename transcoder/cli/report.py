@@ -7,15 +7,17 @@ import sys
 import click
 
 from transcoder.cli.main import main
+from transcoder.cli.options import Choice
 from transcoder.errors import TranscoderError
 
 
 @main.command()
 @click.option("--url", default="http://localhost:9308", show_default=True, envvar="TRANSCODER_URL",
               help="A running instance's endpoint (its metrics port).")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
-              show_default=True)
-@click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--format", "fmt", type=Choice(["table", "markdown", "json"]), default="table",
+              show_default=True, help="How the figures are printed on stdout.")
+@click.option("--timeout", type=float, default=10.0, show_default=True,
+              help="Seconds to wait for the instance's /status.")
 def report(url: str, fmt: str, timeout: float) -> None:
     """Per destination of a running instance: records, CPU per 1M records, disk, ratios, lag, p99 latency."""
     import json

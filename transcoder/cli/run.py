@@ -10,6 +10,7 @@ import click
 
 from transcoder import logs
 from transcoder.cli.main import main
+from transcoder.cli.options import Choice
 from transcoder.engines import ENGINES, choices_help
 from transcoder.errors import TranscoderError
 
@@ -53,7 +54,7 @@ def _print_plan(prepared: Prepared, conf: Config) -> None:
         console.print(f"routes.{skipped.route}.source_pattern passes over {skipped.topic}: {skipped.why}")
 
 
-ENGINE = click.option("--engine", type=click.Choice(list(ENGINES)), default=next(iter(ENGINES)), show_default=True,
+ENGINE = click.option("--engine", type=Choice(list(ENGINES)), default=next(iter(ENGINES)), show_default=True,
                       envvar="TRANSCODER_ENGINE", help=choices_help(ENGINES))
 MASTER = click.option("--master", default=None,
                       help="Spark master URL for --engine spark (overrides spark.master; under spark-submit, "

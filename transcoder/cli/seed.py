@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import click
 
 from transcoder.cli.main import ByteSize, bootstrap, main, properties
+from transcoder.cli.options import TIME_FORMS, Choice, Time, When, option
 from transcoder.codecs import CODECS
+from transcoder.dev.datagen import KINDS
 from transcoder.errors import ConfigError
-
-
-def _start_ms(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise ConfigError(f"--start {value!r} is not an ISO-8601 timestamp") from exc
-    if dt.tzinfo is None:
-        raise ConfigError(f"--start {value!r} needs a time zone, e.g. 2026-01-01T00:00:00Z")
-    return int(dt.timestamp() * 1000)
 
 
 @main.command()
@@ -32,15 +21,16 @@ def _start_ms(value: str | None) -> int | None:
               help="Kafka bootstrap servers (default: the running local broker).")
 @click.option("-X", "props", multiple=True, metavar="KEY=VALUE",
               help="Any librdkafka property, e.g. -X security.protocol=SASL_SSL (repeatable).")
-@click.option("--kind", "-k", help="Built-in generator: nginx, nginx-error, json-logs, dns, metrics, entities.")
-@click.option("--file", "-f", "file", type=click.Path(path_type=Path),
-              help="A file or a directory of files; one record per line, or NDJSON (.gz read too).")
-@click.option("--format", "fmt", default="auto", show_default=True,
-              type=click.Choice(["auto", "lines", "ndjson"]), help="How --file is read (auto: by suffix).")
+@click.option("--kind", "-k", type=Choice(KINDS), help="Built-in generator of realistic records.")
+@option("--file", "file", type=click.Path(path_type=Path), was=("-f",),
+        help="A file or a directory of files; one record per line, or NDJSON (.gz read too).")
+@option("--input-format", "fmt", default="auto", show_default=True, was=("--format",),
+        type=Choice(["auto", "lines", "ndjson"]), help="How --file is read (auto: by suffix).")
 @click.option("--key-field", help="NDJSON field whose value becomes the record key.")
-@click.option("--count", "-n", type=int, help="Records to write.")
+@option("--count", type=int, was=("-n",), help="Records to write.")
 @click.option("--bytes", "max_bytes", type=ByteSize(), help="Uncompressed bytes to write, e.g. 250MB.")
-@click.option("--partitions", "-p", type=int, help="Partitions when creating the topic (existing topics must match).")
+@option("--partitions", type=int, was=("-p",),
+        help="Partitions when creating the topic (existing topics must match).")
 @click.option("--replication-factor", type=int, default=-1, show_default=True, help="-1: the broker default.")
 @click.option("--topic-config", "topic_props", multiple=True, metavar="KEY=VALUE",
               help="Topic config when creating it, e.g. cleanup.policy=compact (repeatable).")
@@ -48,15 +38,16 @@ def _start_ms(value: str | None) -> int | None:
 @click.option("--headers/--no-headers", default=False, show_default=True, help="Add realistic headers.")
 @click.option("--rate", type=float, help="Records per second at most (default: as fast as possible).")
 @click.option("--seed", "seed_value", type=int, default=0, show_default=True, help="Generator seed.")
-@click.option("--start", help="Generator timeline start, ISO-8601 (default: so that it ends about now).")
+@click.option("--start", type=Time(), help=f"Generator timeline start ({TIME_FORMS}; default: so that it ends "
+                                          "about now).")
 @click.option("--compression", default="none", show_default=True,
-              type=click.Choice(CODECS), help="Codec for the seeding producer.")
+              type=Choice(CODECS), help="Codec for the seeding producer.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
               hidden=True, help="State dir of the local broker to use when no bootstrap is given.")
 def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind: str | None,
          file: Path | None, fmt: str, key_field: str | None, count: int | None, max_bytes: int | None,
          partitions: int | None, replication_factor: int, topic_props: tuple[str, ...], keys: bool,
-         headers: bool, rate: float | None, seed_value: int, start: str | None, compression: str,
+         headers: bool, rate: float | None, seed_value: int, start: When | None, compression: str,
          local_kafka_dir: Path | None) -> None:
     """Write realistic records into a topic, from files or a built-in generator."""
     from transcoder.dev import seed as seeding
@@ -79,7 +70,7 @@ def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind
     else:
         assert kind is not None  # exactly one of --kind and --file, checked above
         eps = rate or 2000.0
-        start_ms = _start_ms(start)
+        start_ms = None if start is None else start.ms()
         if start_ms is None:
             start_ms = seeding.generator_start_ms(count, max_bytes, eps, int(time.time() * 1000))
         records = seeding.generated(kind, seed_value=seed_value, keys=keys, headers=headers,

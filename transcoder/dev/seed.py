@@ -30,11 +30,10 @@ class FileSource:
     Records carry timestamp 0, which the producer turns into the time of sending.
     """
 
-    def __init__(self, path: Path, *, fmt: str = "auto", key_field: str | None = None,
-                 format_option: str = "--format") -> None:
-        # format_option: the caller's option for `fmt` (seed's --format, evaluate's --file-format), for the errors
+    def __init__(self, path: Path, *, fmt: str = "auto", key_field: str | None = None) -> None:
+        # `fmt` is --input-format on every command that reads files (seed, evaluate), as the errors say
         if fmt not in FILE_FORMATS:
-            raise ConfigError(f"{format_option} must be one of {', '.join(FILE_FORMATS)}, not {fmt!r}")
+            raise ConfigError(f"--input-format must be one of {', '.join(FILE_FORMATS)}, not {fmt!r}")
         if not path.exists():
             raise InputError(f"input {path} does not exist")
         if path.is_dir():
@@ -47,7 +46,7 @@ class FileSource:
         self.key_field = key_field
         self.where = ""
         if key_field is not None and not any(self._is_ndjson(f) for f in self.files):
-            raise ConfigError(f"--key-field needs NDJSON input (.ndjson or .jsonl files, or {format_option} ndjson)")
+            raise ConfigError("--key-field needs NDJSON input (.ndjson or .jsonl files, or --input-format ndjson)")
 
     def _is_ndjson(self, path: Path) -> bool:
         if self.fmt != "auto":

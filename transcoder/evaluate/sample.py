@@ -77,21 +77,6 @@ def from_records(description: str, records: Sequence[Record], partitions: int = 
     return Sample(description, {p: rs for p, rs in out.items() if rs})
 
 
-def _parse_time(value: str, flag: str) -> int:
-    """An ISO-8601 time with a zone, or epoch milliseconds, as epoch milliseconds."""
-    from datetime import datetime
-
-    if value.isdigit():
-        return int(value)
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        raise ConfigError(f"{flag} {value!r} is neither an ISO-8601 time nor epoch milliseconds") from None
-    if dt.tzinfo is None:
-        raise ConfigError(f"{flag} {value!r} needs a time zone, e.g. 2026-11-01T00:00:00Z")
-    return int(dt.timestamp() * 1000)
-
-
 @dataclass(frozen=True)
 class TopicPlan:
     """Which offsets of which partitions the sample holds, and what the topic's metadata says."""
@@ -106,17 +91,13 @@ class TopicPlan:
 
 
 def plan_topic(cluster: Mapping[str, Any], topic: str, *, partitions: Sequence[int] | None = None,
-               records: int | None = None, since: str | None = None, until: str | None = None) -> TopicPlan:
-    """The offsets to read: the last `records` records of each partition, or those with timestamps in
+               records: int | None = None, since: int | None = None, until: int | None = None) -> TopicPlan:
+    """The offsets to read: the last `records` records of each partition, or those with timestamps (epoch ms) in
     [since, until). InputError when the topic does not exist or a partition named is not in it."""
-    if records is not None and (since or until):
+    if records is not None and (since is not None or until is not None):
         raise ConfigError("give --records or --since/--until, not both")
     if records is not None and records <= 0:
         raise ConfigError(f"--records must be positive, not {records}")
-    since_ms = _parse_time(since, "--since") if since else None
-    until_ms = _parse_time(until, "--until") if until else None
-    if since_ms is not None and until_ms is not None and until_ms <= since_ms:
-        raise ConfigError(f"--until {until} is not after --since {since}")
     admin, _ = connect_admin(cluster)
     shape = describe(admin, topic)
     if shape is None:
@@ -130,7 +111,7 @@ def plan_topic(cluster: Mapping[str, Any], topic: str, *, partitions: Sequence[i
     md = admin.list_topics(topic=topic, timeout=10).topics[topic]
     rf = len(next(iter(md.partitions.values())).replicas) if md.partitions else 1
     with _consumer(cluster) as consumer:
-        ranges = _ranges(consumer, topic, chosen, records, since_ms, until_ms)
+        ranges = _ranges(consumer, topic, chosen, records, since, until)
     return TopicPlan(cluster=cluster, topic=topic, partitions=shape.partitions, ranges=ranges,
                      leaders={p: part.leader for p, part in md.partitions.items()}, replication_factor=rf,
                      configs=configs)
@@ -170,7 +151,7 @@ def facts(plan: TopicPlan, sample: Sample) -> TopicFacts:
 
 
 def read_topic(cluster: Mapping[str, Any], topic: str, *, partitions: Sequence[int] | None = None,
-               records: int | None = None, since: str | None = None, until: str | None = None,
+               records: int | None = None, since: int | None = None, until: int | None = None,
                timeout_s: float = 60.0) -> Sample:
     """The sample read here (plan_topic, then read_ranges), with the topic's facts."""
     plan = plan_topic(cluster, topic, partitions=partitions, records=records, since=since, until=until)

@@ -13,12 +13,11 @@ the share of its offsets inside. Transaction markers and aborted batches, which 
 
 The mix is given by records (a batch holds `records_count` of them) and by stored bytes (the whole batch as
 the broker keeps it, header included). The pure part (sampling over a fetch function, the arithmetic, the
-verdict, --since) is separate from the Kafka I/O (`fetch_batches`, `Watcher`).
+verdict) is separate from the Kafka I/O (`fetch_batches`, `Watcher`).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -312,57 +311,6 @@ def table(mix: TopicMix) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     return headers, rows
 
 
-# -- --since and --partitions ------------------------------------------------------------------------------
-
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-
-
-def parse_duration_ms(value: str) -> int | None:
-    """A duration such as 90s, 30m, 1h, 1h30m, 2d as milliseconds; None when `value` is not one."""
-    text = value.strip().lower()
-    if not text or _DURATION.sub("", text):
-        return None
-    return round(sum(float(n) * _UNIT_MS[u] for n, u in _DURATION.findall(text)))
-
-
-def parse_since(value: str, now_ms: int) -> int:
-    """--since as epoch milliseconds: an ISO-8601 time with a zone, epoch milliseconds, or a duration back from
-    `now_ms` (1h, 30m, 1h30m, 2d). ConfigError when it is none of them or in the future."""
-    text = value.strip()
-    duration = parse_duration_ms(text)
-    if duration is not None:
-        if duration <= 0:
-            raise ConfigError(f"--since {value!r}: a duration must be positive")
-        return now_ms - duration
-    if text.isdigit():
-        ms = int(text)
-    else:
-        try:
-            dt = datetime.fromisoformat(text)
-        except ValueError:
-            raise ConfigError(f"--since {value!r} is neither an ISO-8601 time (2026-11-01T00:00:00Z), epoch "
-                              "milliseconds nor a duration (1h, 30m, 2d)") from None
-        if dt.tzinfo is None:
-            raise ConfigError(f"--since {value!r} needs a time zone, e.g. {text}Z or {text}+01:00")
-        ms = int(dt.timestamp() * 1000)
-    if ms > now_ms:
-        raise ConfigError(f"--since {value!r} is in the future")
-    return ms
-
-
-def parse_partitions(value: str | None) -> list[int] | None:
-    if value is None:
-        return None
-    try:
-        out = sorted({int(p) for p in value.split(",") if p.strip()})
-    except ValueError:
-        raise ConfigError(f"--partitions {value!r}: give partition numbers, e.g. 0,3") from None
-    if not out:
-        raise ConfigError(f"--partitions {value!r}: give partition numbers, e.g. 0,3")
-    return out
-
-
 # -- Kafka I/O ---------------------------------------------------------------------------------------------
 
 
@@ -442,7 +390,7 @@ class Watcher:
         if partitions is not None:
             missing = [p for p in partitions if not 0 <= p < shape.partitions]
             if missing:
-                raise ConfigError(f"--partitions: topic {topic} has partitions 0..{shape.partitions - 1}, not "
+                raise ConfigError(f"--partition: topic {topic} has partitions 0..{shape.partitions - 1}, not "
                                   f"{','.join(map(str, missing))}", topic=topic)
         self.partitions = list(partitions) if partitions is not None else list(range(shape.partitions))
         self._info = RawClient(cluster)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 import pytest
+from click.testing import CliRunner
 
+from transcoder.cli import main
 from transcoder.cli.main import ByteSize, properties
-from transcoder.cli.seed import _start_ms
 from transcoder.errors import ConfigError
 
 
@@ -30,10 +31,10 @@ def testproperties():
         properties(("novalue",))
 
 
-def test_start_ms_needs_a_zone():
-    assert _start_ms("2026-01-01T00:00:00Z") == 1_767_225_600_000
-    assert _start_ms(None) is None
-    with pytest.raises(ConfigError, match="needs a time zone"):
-        _start_ms("2026-01-01T00:00:00")
-    with pytest.raises(ConfigError, match="not an ISO-8601"):
-        _start_ms("yesterday")
+def test_seed_start_takes_the_forms_every_time_option_takes():
+    """--start is read as --since is (transcoder.cli.options.Time): a zone is needed; refused before connecting."""
+    for value, says in (("2026-01-01T00:00:00", "--start '2026-01-01T00:00:00' needs a time zone"),
+                        ("yesterday", "--start 'yesterday' is neither an ISO-8601 time")):
+        res = CliRunner().invoke(main, ["seed", "-t", "t", "--kind", "nginx", "--count", "1", "--start", value,
+                                        "-b", "127.0.0.1:1"])
+        assert res.exit_code == 2 and res.stderr.startswith(f"transcoder: error: {says}"), res.stderr

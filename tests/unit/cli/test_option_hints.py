@@ -1,5 +1,5 @@
 """An error names only options of the command it comes from (issue 42): a hint naming another command's option (run
-has no --partitions, evaluate's input format is --file-format, its --format is the output's, rollback has no
+has no --partitions, evaluate's input format is --input-format, its --format is the output's, rollback has no
 --force) sends the user to an option that is not there."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_evaluate_key_field_on_plain_lines_names_evaluates_own_format_option(tmp
     proc = run_cli("evaluate", "--file", str(lines), "--key-field", "id", timeout=60)
     assert proc.returncode == 2
     assert one_line(proc) == ("transcoder: error: --key-field needs NDJSON input (.ndjson or .jsonl files, or "
-                              "--file-format ndjson)")
+                              "--input-format ndjson)")
 
 
 def test_evaluate_current_names_current_not_codecs():

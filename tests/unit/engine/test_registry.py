@@ -21,7 +21,7 @@ def test_the_cli_offers_the_registrys_engines_and_loads_none_of_them_for_help() 
             "'transcoder.service'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-    assert list(ENGINES) == ["service", "spark"] and list(MEASURERS) == ["local", "spark"]
+    assert list(ENGINES) == ["service", "spark"] and list(MEASURERS) == ["service", "spark"]
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

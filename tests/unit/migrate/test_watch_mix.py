@@ -1,5 +1,5 @@
 """`migrate watch`, the pure part: sampling stored batches over a fake log, the mix arithmetic, the
-compression.type verdict, --since; and the migration metrics."""
+compression.type verdict; and the migration metrics (--since: tests/unit/cli/test_options.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from datetime import datetime
 
 import pytest
 
-from transcoder.errors import ConfigError
 from transcoder.metrics.registry import MigrationMetrics, exposition
 from transcoder.migrate import watch as w
 from transcoder.migrate.watch import PartitionMix, StoredBatch, TopicMix
@@ -194,35 +193,6 @@ def test_verdict_target_codec_topic_hides_which_producers_switched():
 
 def _iso_ms(text: str) -> int:
     return int(datetime.fromisoformat(text).timestamp() * 1000)
-
-
-@pytest.mark.parametrize(("value", "expected"), [
-    ("1h", NOW - 3_600_000), ("30m", NOW - 1_800_000), ("1h30m", NOW - 5_400_000), ("2d", NOW - 172_800_000),
-    ("90s", NOW - 90_000), ("1.5h", NOW - 5_400_000), (" 1H ", NOW - 3_600_000),
-    ("2026-11-01T00:00:00Z", _iso_ms("2026-11-01T00:00:00+00:00")),
-    ("2026-11-01T01:00:00+01:00", _iso_ms("2026-11-01T00:00:00+00:00")),
-    ("1790000000000", 1_790_000_000_000),
-])
-def test_parse_since(value, expected):
-    assert w.parse_since(value, NOW) == expected
-
-
-@pytest.mark.parametrize(("value", "says"), [
-    ("yesterday", "neither an ISO-8601 time"), ("1x", "neither"), ("", "neither"), ("0m", "must be positive"),
-    ("2026-11-01T00:00:00", "needs a time zone"), ("2099-01-01T00:00:00Z", "in the future"),
-])
-def test_parse_since_rejects_with_one_line(value, says):
-    with pytest.raises(ConfigError, match=says) as exc:
-        w.parse_since(value, NOW)
-    assert "\n" not in str(exc.value) and exc.value.exit_code == 2
-
-
-def test_parse_partitions():
-    assert w.parse_partitions(None) is None
-    assert w.parse_partitions("3,0, 3") == [0, 3]
-    for bad in ("a", ",", "1;2"):
-        with pytest.raises(ConfigError, match="--partitions"):
-            w.parse_partitions(bad)
 
 
 def _mix(ctype: str = "producer") -> TopicMix:
