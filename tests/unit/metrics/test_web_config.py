@@ -45,7 +45,7 @@ def refusal(directory: Path, text: str) -> str:
     return line
 
 
-# ---------------------------------------------------------------------------------------------- the Authorization header
+# ------------------------------------------------------------------------------------------ the Authorization header
 
 @pytest.mark.parametrize(("header", "expected"), [
     (basic("prom", "s3cret"), ("prom", "s3cret")),
@@ -223,7 +223,8 @@ def test_a_renewed_certificate_is_picked_up(tmp_path, tls_dir):
 
 # ---------------------------------------------------------------------------------------------- the config's keys
 
-MINIMAL = {"cluster": {"bootstrap_servers": "k1:9092"}, "routes": [{"source": "a", "destinations": [{"codec": "zstd"}]}]}
+MINIMAL = {"cluster": {"bootstrap_servers": "k1:9092"},
+           "routes": [{"source": "a", "destinations": [{"codec": "zstd"}]}]}
 
 
 def test_metrics_defaults_keep_todays_endpoints():
