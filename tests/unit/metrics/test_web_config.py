@@ -10,9 +10,12 @@ from pathlib import Path
 
 import bcrypt
 import pytest
+import yaml
 
+from tests.support.cli import one_line, run_cli
 from transcoder.config import parse as parse_config
 from transcoder.dev import certs
+from transcoder.dev.ports import free_port
 from transcoder.errors import ConfigError
 from transcoder.metrics import web_config as wc
 from transcoder.metrics.web_config import BasicAuthUsers, WebConfigFile, credentials, load
@@ -238,3 +241,16 @@ def test_metrics_web_config_keys_from_the_file_and_the_environment():
     assert (m.host, m.web_config_file, m.auth_probes) == ("127.0.0.1", "/etc/transcoder/web/web-config.yml", True)
     with pytest.raises(ConfigError, match="web_config_file"):
         parse_config({**MINIMAL, "metrics": {"web_config_file": ""}}, environ={})
+
+
+def test_run_refuses_a_bad_web_config_file_before_connecting_in_one_line_without_the_secret(tmp_path):
+    web = write(tmp_path, "basic_auth_users:\n  prom: hunter2-in-clear\n")
+    path = tmp_path / "config.yaml"
+    metrics = {"port": free_port(), "host": "127.0.0.1", "web_config_file": str(web)}
+    path.write_text(yaml.safe_dump({**MINIMAL, "cluster": {"bootstrap_servers": "127.0.0.1:1"}, "metrics": metrics}))
+    proc = run_cli("run", "--config", str(path), timeout=60)
+    assert proc.returncode == 2
+    assert one_line(proc) == (f"transcoder: error: web config {web}: basic_auth_users: user 'prom': the password is "
+                              "not a bcrypt hash ($2a$, $2b$ or $2y$...; make one with `htpasswd -nBC 10 \"\" | tr -d "
+                              "':\\n'`)")
+    assert "hunter2" not in proc.stdout + proc.stderr
