@@ -158,7 +158,7 @@ _DUMMY_HASH = b"$2b$10$" + b"." * 53
 
 
 def _checkpw(password: bytes, hashed: bytes) -> bool:
-    import bcrypt
+    import bcrypt  # imported once users are configured (`parse` checks it is there): plain endpoints need none
 
     try:
         return bcrypt.checkpw(password, hashed)
@@ -203,6 +203,11 @@ def parse(text: str, where: Path) -> WebConfig:
         files += named
     users = None
     if parsed.basic_auth_users:
+        try:
+            import bcrypt  # noqa: F401  (a dependency of transcoder's: missing only from a broken install)
+        except ImportError:
+            raise ConfigError(f"web config {where}: basic_auth_users needs the bcrypt package: pip install "
+                              "bcrypt") from None
         users = BasicAuthUsers({u: h.get_secret_value().encode() for u, h in parsed.basic_auth_users.items()})
     return WebConfig(tls, users, tuple(files))
 
