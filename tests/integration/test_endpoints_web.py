@@ -62,8 +62,10 @@ def test_https_and_basic_auth_on_metrics_and_status_not_on_the_probes(tls):
         assert get(f"https://127.0.0.1:{port}/healthz", context=trust)[:2] == (200, "ok\n")  # Kubernetes' probe
         assert get(f"https://127.0.0.1:{port}/readyz", context=trust)[:2] == (200, "ok\n")
 
-        with pytest.raises(OSError):  # plain HTTP to the HTTPS port: the handshake fails, nothing is served
-            get(f"http://127.0.0.1:{port}/healthz")
+        # plain HTTP to the HTTPS port: told so, nothing served (with credentials or not)
+        for auth in (None, ("prometheus", "s3cret")):
+            assert get(f"http://127.0.0.1:{port}/metrics", auth=auth)[:2] == (
+                400, "Client sent an HTTP request to an HTTPS server.\n")
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):  # not the broker's CA
             get(f"https://127.0.0.1:{port}/healthz", context=ssl.create_default_context())
         # the endpoints still serve after the failed handshakes

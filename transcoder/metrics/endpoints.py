@@ -30,6 +30,10 @@ log = structlog.get_logger("transcoder.endpoints")
 PROBES = frozenset({"/healthz", "/readyz"})
 #: The challenge of a 401 (RFC 7617).
 CHALLENGE = 'Basic realm="transcoder", charset="UTF-8"'
+#: The first byte of a TLS connection (a handshake record), and the answer to one that starts otherwise.
+TLS_HANDSHAKE = b"\x16"
+PLAIN_HTTP_REFUSED = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                      b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
 
 
 def _cannot_listen(host: str, port: int, exc: OSError) -> str:
@@ -65,8 +69,13 @@ class _Server(ThreadingHTTPServer):
         assert context is not None  # WebConfigFile refuses a change of scheme
         request.settimeout(TIMEOUT_S)
         try:
+            first = request.recv(1, socket.MSG_PEEK)
+            if first and first != TLS_HANDSHAKE:  # plain HTTP to the HTTPS port: told so, as Go's servers do
+                request.recv(65536)  # the request read: closing then sends the answer, not a reset
+                request.sendall(PLAIN_HTTP_REFUSED)
+                return
             secured = context.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as exc:  # plain HTTP, an untrusted client certificate, a timeout
+        except (ssl.SSLError, OSError) as exc:  # an untrusted client certificate, a client gone, a timeout
             log.debug("endpoints_tls_handshake_failed", client=client_address[0],
                       reason=getattr(exc, "reason", None) or type(exc).__name__)
             return
