@@ -182,7 +182,9 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
     Exit 0: equal up to what is copied; 1: a mismatch (named: partition, offsets, field).
     """
     if web_config_file is not None and metrics_port is None:
-        raise click.UsageError("--web-config-file needs --metrics-port")
+        from transcoder.errors import ConfigError
+
+        raise ConfigError("--web-config-file needs --metrics-port")
     stop = threading.Event()
     metrics = None
     seen: set[tuple[int, int]] = set()  # mismatches reported: (partition, source offset)

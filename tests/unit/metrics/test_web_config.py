@@ -254,3 +254,11 @@ def test_run_refuses_a_bad_web_config_file_before_connecting_in_one_line_without
                               "not a bcrypt hash ($2a$, $2b$ or $2y$...; make one with `htpasswd -nBC 10 \"\" | tr -d "
                               "':\\n'`)")
     assert "hunter2" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("command", [("migrate", "verify", "--config", "absent.yaml"),
+                                     ("migrate", "watch", "--topic", "t", "--follow")])
+def test_web_config_file_without_metrics_port_is_refused_before_anything(tmp_path, command):
+    proc = run_cli(*command, "--web-config-file", str(write(tmp_path, "")), timeout=60)
+    assert proc.returncode == 2
+    assert "--web-config-file needs --metrics-port" in one_line(proc)
