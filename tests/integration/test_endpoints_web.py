@@ -11,6 +11,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
+from structlog.testing import capture_logs
 
 from transcoder.dev import certs
 from transcoder.metrics.registry import MigrationMetrics
@@ -34,8 +35,11 @@ def tls(tmp_path: Path) -> certs.CertPaths:
     return certs.generate(tmp_path / "certs")
 
 
+HASHED = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
+
+
 def serve(tls: certs.CertPaths, extra: str = "", **kw: bool) -> tuple[MigrationMetrics, int]:
-    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
+    hashed = HASHED
     web = tls.dir / "web-config.yml"
     web.write_text("tls_server_config:\n  cert_file: broker-keystore.pem\n  key_file: broker-keystore.pem\n"
                    f"{extra}basic_auth_users:\n  prometheus: '{hashed}'\n")
@@ -45,6 +49,14 @@ def serve(tls: certs.CertPaths, extra: str = "", **kw: bool) -> tuple[MigrationM
 
 
 def test_https_and_basic_auth_on_metrics_and_status_not_on_the_probes(tls):
+    with capture_logs() as logs:
+        served(tls)
+    secrets = [HASHED, "s3cret"] + [line for line in tls.broker_keystore.read_text().splitlines()
+                                    if line and not line.startswith("-----")]
+    assert logs and not [s for s in secrets if s in repr(logs)]  # the failed handshakes were logged, nothing secret
+
+
+def served(tls: certs.CertPaths) -> None:
     metrics, port = serve(tls)
     trust = ssl.create_default_context(cafile=str(tls.ca))
     try:
@@ -59,6 +71,7 @@ def test_https_and_basic_auth_on_metrics_and_status_not_on_the_probes(tls):
             assert headers["WWW-Authenticate"] == 'Basic realm="transcoder", charset="UTF-8"'
             assert "transcoder_migration" not in body
 
+        assert get(f"https://127.0.0.1:{port}/status", auth=("prometheus", "s3cret"), context=trust)[:2] == (200, "{}")
         assert get(f"https://127.0.0.1:{port}/healthz", context=trust)[:2] == (200, "ok\n")  # Kubernetes' probe
         assert get(f"https://127.0.0.1:{port}/readyz", context=trust)[:2] == (200, "ok\n")
 
