@@ -173,15 +173,22 @@ def _verify_dict(results: dict[int, Any]) -> dict[str, Any]:
               help="Seconds between verification passes (--follow).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="With --follow: serve transcoder_migration_* metrics on this port.")
+@click.option("--web-config-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="With --metrics-port: TLS and basic auth of the endpoints, from this web config file in "
+                   "exporter-toolkit's format (default: the config's metrics.web_config_file).")
 @click.option("--progress-every", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Seconds between progress lines on stderr (records compared so far, of how many) while a "
                    "verification runs.")
 def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: bool, interval: float,
-               metrics_port: int | None, progress_every: float) -> None:
+               metrics_port: int | None, web_config_file: Path | None, progress_every: float) -> None:
     """Compare the copy with the source, record by record (key, value, headers, timestamp), range by range.
 
     Exit 0: equal up to what is copied; 1: a mismatch (named: partition, offsets, field).
     """
+    if web_config_file is not None and metrics_port is None:
+        from transcoder.errors import ConfigError
+
+        raise ConfigError("--web-config-file needs --metrics-port")
     stop = threading.Event()
     metrics = None
     seen: set[tuple[int, int]] = set()  # mismatches reported: (partition, source offset)
@@ -191,7 +198,7 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
         if follow and metrics_port is not None:
-            metrics = _serve_migration_metrics(metrics_port)
+            metrics = _serve_migration_metrics(metrics_port, c.config.metrics, web_config_file)
         from transcoder.migrate.verify import ProgressLine
 
         progress = ProgressLine(f"verify {c.r.source} -> {c.r.destination}", lambda line: click.echo(line, err=True),
@@ -223,11 +230,13 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
         sys.exit(1)
 
 
-def _serve_migration_metrics(port: int) -> Any:
+def _serve_migration_metrics(port: int, settings: Any, web_config_file: Path | None) -> Any:
+    """MigrationMetrics on `port`, at the config's metrics.host, with its web config (or `web_config_file`)."""
     from transcoder.metrics.registry import MigrationMetrics
 
     m = MigrationMetrics()
-    m.serve(port)
+    m.serve(port, settings.host, web_config_file=web_config_file or settings.web_config_file,
+            auth_probes=settings.auth_probes)
     return m
 
 

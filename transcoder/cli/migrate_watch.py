@@ -82,19 +82,24 @@ def _print(mix: Any, fmt: str, follow: bool) -> None:
 @click.option("--metrics-port", type=click.IntRange(0, 65535),
               help="With --follow, serve /metrics (transcoder_stored_codec_ratio) and /status on this port.")
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address --metrics-port listens on.")
+@click.option("--web-config-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="With --metrics-port: TLS and basic auth of the endpoints, from this web config file in "
+                   "exporter-toolkit's format.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
               hidden=True, help="State dir of the local broker to use when no bootstrap is given.")
 @click.pass_context
 def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_servers: str | None,
           props: tuple[str, ...], since: When, partitions: list[int] | None, target: str, max_bytes: int, fmt: str,
           follow: bool, interval: float, count: int | None, metrics_port: int | None, metrics_host: str,
-          local_kafka_dir: Path | None) -> None:
+          web_config_file: Path | None, local_kafka_dir: Path | None) -> None:
     """Show the mix of codecs the broker stores the topic's batches in since a time, per partition (by records
     and by bytes), and whether its compression.type lets producers' codecs through."""
     from transcoder.migrate import watch as w
 
     if not follow and (metrics_port is not None or count is not None):
         raise ConfigError("--metrics-port and --samples need --follow")
+    if web_config_file is not None and metrics_port is None:
+        raise ConfigError("--web-config-file needs --metrics-port")
     if interval <= 0:
         raise ConfigError(f"--interval must be positive, not {interval:g}")
     cluster = _cluster(ctx, config_path, bootstrap_servers, props, local_kafka_dir)
@@ -102,11 +107,11 @@ def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_se
         if not follow:
             _print(watcher.sample(since.ms()), fmt, follow)
             return
-        _follow(watcher, since, fmt, interval, count, metrics_port, metrics_host)
+        _follow(watcher, since, fmt, interval, count, metrics_port, metrics_host, web_config_file)
 
 
 def _follow(watcher: Any, since: When, fmt: str, interval: float, count: int | None, port: int | None,
-            host: str) -> None:
+            host: str, web_config_file: Path | None = None) -> None:
     """Sample every `interval` s, print each sample, export it; a failed sample is one line on stderr and the
     next one is tried (the cluster may come back), until interrupted or `count` samples."""
     from transcoder.metrics.registry import MigrationMetrics
@@ -120,12 +125,12 @@ def _follow(watcher: Any, since: When, fmt: str, interval: float, count: int | N
 
         endpoints = Endpoints(metrics.exposition, healthy=lambda: (True, f"watching {watcher.topic}"),
                               ready=lambda: (bool(latest), "sampled" if latest else "no sample yet"),
-                              status=lambda: dict(latest))
+                              status=lambda: dict(latest), web_config_file=web_config_file)
         try:
             bound = endpoints.start(host, port)
         except OSError as exc:
             raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        click.echo(f"serving /metrics and /status on {host}:{bound}", err=True)
+        click.echo(f"serving /metrics and /status on {endpoints.scheme}://{host}:{bound}", err=True)
     taken = 0
     try:
         while True:

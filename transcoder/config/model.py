@@ -327,7 +327,19 @@ class MetricsConfig(_Model):
     """TCP port of the HTTP endpoints: Prometheus `/metrics`, `/healthz`, `/readyz` and `/status`. 0: no HTTP
     endpoint."""
     host: str = "0.0.0.0"
-    """Address the HTTP endpoints listen on; `0.0.0.0`: every interface."""
+    """Address the HTTP endpoints listen on. `0.0.0.0` (the default, kept so that existing deployments and probes
+    keep working): every interface, so anyone who reaches the port reads them, unless `web_config_file` asks for
+    basic auth; `127.0.0.1`: this machine only (a scraping sidecar, `kubectl port-forward`)."""
+    web_config_file: str | None = Field(default=None, min_length=1)
+    """A web config file in Prometheus exporter-toolkit's format (the `web-config.yml` exporters take with
+    `--web.config.file`): `tls_server_config` (`cert_file`, `key_file`, `client_ca_file`, `client_auth_type`,
+    `min_version`, `max_version`) serves the endpoints over HTTPS; `basic_auth_users` (user: bcrypt hash) asks for
+    basic auth. Relative paths in it are from its directory; it is read again when it or a file it names changes.
+    Unset: plain HTTP, no authentication."""
+    auth_probes: bool = False
+    """With `basic_auth_users` in `web_config_file`: `/healthz` and `/readyz` ask for it too. Off (the default):
+    they answer without it (they tell only whether the copy is healthy and ready), since Kubernetes' httpGet probes
+    send no credentials; `/metrics` and `/status` always ask."""
     stats_interval_ms: int = Field(default=5000, ge=100)
     """librdkafka statistics interval in milliseconds (`statistics.interval.ms`): batch sizes, compressed bytes and
     lag are this fresh."""

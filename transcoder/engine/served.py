@@ -65,10 +65,13 @@ class Served:
             port = self.config.metrics.port
             if not port:
                 return None
+        settings = self.config.metrics
         self.endpoints = Endpoints(partial(exposition, self.metrics.registry), healthy=self.healthy, ready=self.ready,
-                                   status=self.status)
-        bound = self.endpoints.start(self.config.metrics.host, port)
-        log.info("endpoints_serving", port=bound, paths=["/metrics", "/healthz", "/readyz", "/status"])
+                                   status=self.status, web_config_file=settings.web_config_file,
+                                   auth_probes=settings.auth_probes)
+        bound = self.endpoints.start(settings.host, port)
+        log.info("endpoints_serving", host=settings.host, port=bound, scheme=self.endpoints.scheme,
+                 web_config_file=settings.web_config_file, paths=["/metrics", "/healthz", "/readyz", "/status"])
         return bound
 
     def healthy(self) -> tuple[bool, str]:

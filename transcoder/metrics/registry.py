@@ -12,6 +12,7 @@ import bisect
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -465,11 +466,13 @@ class MigrationMetrics:
         """These metrics in Prometheus' text format: (content type, body), for /metrics."""
         return exposition(self.registry)
 
-    def serve(self, port: int, host: str = "0.0.0.0") -> int:
+    def serve(self, port: int, host: str = "0.0.0.0", *, web_config_file: str | Path | None = None,
+              auth_probes: bool = False) -> int:
         """Serve these metrics on /metrics (with /healthz, /readyz and an empty /status, as the service's
-        endpoints) from a daemon thread until `stop`; return the port (0: any free one)."""
+        endpoints) from a daemon thread until `stop`; return the port (0: any free one). `web_config_file`: TLS
+        and basic auth, as the service's metrics.web_config_file."""
         self._endpoints = Endpoints(self.exposition, healthy=lambda: (True, "ok"), ready=lambda: (True, "ok"),
-                                    status=dict)
+                                    status=dict, web_config_file=web_config_file, auth_probes=auth_probes)
         return self._endpoints.start(host, port)
 
     def stop(self) -> None:

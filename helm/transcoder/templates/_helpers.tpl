@@ -28,3 +28,20 @@ period would kill a pod before it has committed what it copied: refused.
 {{- end -}}
 {{- $grace | int -}}
 {{- end -}}
+
+{{/*
+The transcoder config: the values' config, with metrics.web_config_file pointing into the mounted webConfig
+Secret when there is one (a different web_config_file set in config beside it is refused: one would be unread).
+*/}}
+{{- define "transcoder.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- with .Values.webConfig.existingSecret -}}
+{{- $file := printf "%s/web-config.yml" (trimSuffix "/" $.Values.webConfig.mountPath) -}}
+{{- $set := $config.metrics.web_config_file | default $file -}}
+{{- if ne $set $file -}}
+{{- fail (printf "config.metrics.web_config_file (%s) and webConfig.existingSecret (mounted as %s) are both set: set one" $set $file) -}}
+{{- end -}}
+{{- $_ := set $config.metrics "web_config_file" $file -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "helm/transcoder"
 CREATED = CHART / "ci/created-secret-values.yaml"
 EXISTING = CHART / "ci/existing-secret-values.yaml"
+WEB = CHART / "ci/web-config-values.yaml"
 MANIFEST = ROOT / "deploy/k8s/transcoder.yaml"
 # The ServiceMonitor's CRD, from prometheus-operator's Go module (the Go module proxy).
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
@@ -76,7 +77,7 @@ def parse_rendered_config(docs: dict[str, dict[str, Any]], tmp_path: Path, files
 
 
 def test_chart_lints_with_each_values_file():
-    for files in ([], [CREATED], [EXISTING]):
+    for files in ([], [CREATED], [EXISTING], [WEB]):
         lint = kube.lint(CHART, values=files)
         assert lint.returncode == 0, lint.stdout + lint.stderr
 
@@ -89,6 +90,7 @@ def test_chart_lints_with_each_values_file():
     ("secret.existingSecrets=kafka", "existingSecrets"),
     ("resources.request.cpu=1", "request"),
     ("config.shutdown_timeout=45", "shutdown_timeout"),
+    ("webConfig.existingSecrets=web", "existingSecrets"),
 ])
 def test_a_misspelt_value_fails_lint(option, misspelt):
     lint = kube.lint(CHART, sets=[option])
@@ -101,6 +103,8 @@ def test_a_misspelt_value_fails_lint(option, misspelt):
     (("secret.existingSecret=kafka", "secret.create.password=x"), "secret"),
     (("env.KAFKA_USER.secretName=users",), "env.KAFKA_USER"),  # a secretKeyRef without its key
     (("replicas=two",), "replicas"),
+    (("webConfig.existingSecret=web", "config.metrics.web_config_file=/etc/web.yml"), "config.metrics.web_config_file"),
+    (("webConfig.scheme=https",), "webConfig.scheme"),
 ])
 def test_contradictory_or_incomplete_values_fail(options, complaint):
     done = kube.render(CHART, sets=options, check=False)
@@ -189,6 +193,23 @@ def test_existing_secret_is_mounted_and_no_secret_is_made(tmp_path):
     assert pod_spec(docs)["terminationGracePeriodSeconds"] == 120
 
 
+def test_web_config_secret_is_mounted_where_the_config_reads_it_and_probes_use_https(tmp_path):
+    docs = rendered(WEB)
+    chosen = values(WEB)["webConfig"]
+    mount = values()["webConfig"]["mountPath"]
+    assert secret_files(docs) == {mount: chosen["existingSecret"]}
+    conf = parse_rendered_config(docs, tmp_path, {}, {})
+    assert conf.metrics.web_config_file == f"{mount}/web-config.yml"
+    assert not conf.metrics.auth_probes  # the kubelet's probes send no credentials
+    assert container(docs)["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTPS"}
+    assert container(docs)["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTPS"}
+    (endpoint,) = docs["ServiceMonitor"]["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    monitor = values(WEB)["serviceMonitor"]
+    assert (endpoint["tlsConfig"], endpoint["basicAuth"]) == (monitor["tlsConfig"], monitor["basicAuth"])
+    assert not any(mount.startswith(m["mountPath"] + "/") for m in container(docs)["volumeMounts"])  # not nested
+
+
 def test_an_inline_secret_in_the_values_is_refused_by_the_config():
     raw = copy.deepcopy(values(EXISTING)["config"])
     raw["cluster"]["config"]["sasl.password"] = "hunter2"
@@ -211,12 +232,14 @@ def manifest_of(name: str, tmp_path: Path) -> Path:
     if name == "deploy/k8s":
         return MANIFEST
     path = tmp_path / f"{name}.yaml"
-    files = {"chart-defaults": [], "chart-created-secret": [CREATED], "chart-existing-secret": [EXISTING]}[name]
+    files = {"chart-defaults": [], "chart-created-secret": [CREATED], "chart-existing-secret": [EXISTING],
+             "chart-web-config": [WEB]}[name]
     path.write_text(kube.render(CHART, values=files).stdout)
     return path
 
 
-@pytest.mark.parametrize("name", ["deploy/k8s", "chart-defaults", "chart-created-secret", "chart-existing-secret"])
+@pytest.mark.parametrize("name", ["deploy/k8s", "chart-defaults", "chart-created-secret", "chart-existing-secret",
+                                  "chart-web-config"])
 def test_manifests_are_valid_kubernetes(schemas, tmp_path, name):
     manifest = manifest_of(name, tmp_path)
     count = len(kube.documents(manifest.read_text()))
