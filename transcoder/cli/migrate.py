@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from transcoder.cli.main import main
+from transcoder.cli.migrate_report import report
 from transcoder.cli.migrate_watch import watch
 
 CONFIG = click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
@@ -343,4 +344,5 @@ def finish(config_path: Path, destination: str | None, fmt: str) -> None:
         click.echo(f"  {i}. {step}")
 
 
+migrate.add_command(report)
 migrate.add_command(watch)
