@@ -206,6 +206,7 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
                     if key.startswith("group/"):
                         stages[rec.get("stage", "source")] = stages.get(rec.get("stage", "source"), 0) + 1
                 metrics.group_stages(c.r.destination, stages)
+                _payoff_metrics(metrics, c)
             if fmt == "json":
                 _json({"destination": c.r.destination, "partitions": _verify_dict(results),
                        "mismatch": found[0].line if found else None})
@@ -218,6 +219,14 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
                 break
     if seen:
         sys.exit(1)
+
+
+def _payoff_metrics(metrics: Any, c: Any) -> None:
+    """`migrate report`'s figures as metrics (predicted and realized ratio and bytes per record)."""
+    figures = {f.name: f for f in c.report().figures}
+    ratio, stored = figures["ratio"], figures["stored bytes per record"]
+    metrics.payoff(c.r.destination, predicted_ratio=ratio.predicted, realized_ratio=ratio.realized,
+                   predicted_bytes_per_record=stored.predicted, realized_bytes_per_record=stored.realized)
 
 
 def _serve_migration_metrics(port: int) -> Any:

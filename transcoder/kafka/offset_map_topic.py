@@ -96,6 +96,7 @@ class OffsetMapRecorder:
         self.topic = config.offset_map_topic
         self.builder = MapBuilder()
         self.add = self.builder.add
+        self._external = external
         self._producer: Any = None if external else make(client_config(config.target_cluster.librdkafka(), **{
             "client.id": client_id, "enable.idempotence": True, "linger.ms": 5, "compression.type": "zstd",
         }))
@@ -166,13 +167,7 @@ class OffsetMapRecorder:
             produce(self.topic, entry.encode(), key, on_delivery=self._delivered)
         now = time.monotonic()
         if self._health and now >= self._health_at:
-            at = int(time.time() * 1000)
-            for dest, (n, last, copier) in self._health.items():
-                doc: dict[str, Any] = {"errors_total": n, "last_error_ms": last, "at_ms": at}
-                if copier is not None:
-                    doc["copier"] = asdict(copier())
-                produce(self.topic, json.dumps(doc).encode(), f"{HEALTH_PREFIX}{dest}".encode(),
-                        on_delivery=self._delivered)
+            self._write_health()
             self._health_at = now + _HEALTH_EVERY_S
         left: int = self._producer.flush(timeout)
         if self._failed:
@@ -181,9 +176,23 @@ class OffsetMapRecorder:
                                 "is committed past it (the records are copied again on restart)", topic=self.topic)
         return left == 0
 
+    def _write_health(self) -> None:
+        at = int(time.time() * 1000)
+        for dest, (n, last, copier) in self._health.items():
+            doc: dict[str, Any] = {"errors_total": n, "last_error_ms": last, "at_ms": at}
+            if copier is not None:
+                doc["copier"] = asdict(copier())
+            self._producer.produce(self.topic, json.dumps(doc).encode(), f"{HEALTH_PREFIX}{dest}".encode(),
+                                   on_delivery=self._delivered)
+
     def close(self, timeout: float) -> None:
-        if self._producer is not None:
-            self._producer.flush(timeout)
+        """Deliver what is left; the lane's last health and figures with it (its own producer only: a transactional
+        one's records go in a transaction, and the last one is over)."""
+        if self._producer is None:
+            return
+        if self._health and not self._external:
+            self._write_health()
+        self._producer.flush(timeout)
 
 
 def store_lost(config: Config, gaps: list[tuple[str, str, int, int, int]], timeout: float, *,
