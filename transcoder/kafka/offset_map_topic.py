@@ -70,7 +70,7 @@ def ensure_topic(admin: AdminClient, config: Config) -> bool:
 class CopierFigures:
     """A lane's figures for one destination since the lane started (cumulative)."""
 
-    records: int  # acknowledged
+    records: int  # produced, as of the producers' last statistics emission
     record_bytes: int  # keys + values + headers of the records produced
     wire_bytes: int  # the batches produced, framed and compressed
     cpu_s: float | None  # the lane's threads; None: not measured (an engine that does not attribute threads)

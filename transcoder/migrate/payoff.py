@@ -175,11 +175,13 @@ class Figure:
     predicted: float | None
     realized: float | None
     note: str = ""
+    #: False: the two are not the same quantity (shown side by side, no difference computed)
+    comparable: bool = True
 
     @property
     def difference(self) -> float | None:
-        """(realized - predicted) / predicted; None where either is missing."""
-        if self.predicted is None or self.realized is None or self.predicted == 0:
+        """(realized - predicted) / predicted; None where either is missing, or they are not comparable."""
+        if not self.comparable or self.predicted is None or self.realized is None or self.predicted == 0:
             return None
         return (self.realized - self.predicted) / self.predicted
 
@@ -220,7 +222,8 @@ def figures(p: Prediction | None, r: Reading | None) -> list[Figure]:
         Figure("wire bytes per record", "B", pr("bytes_per_record"), re("wire_bytes_per_record"),
                "the batches the copier produced (predicted: as stored)"),
         Figure("CPU s per 1M records", "s", pr("compress_cpu_s_per_1m"), re("cpu_s_per_1m"),
-               "predicted: compression alone; realized: the copier's lane (fetch, framing, compression, produce)"),
+               "predicted: compression alone; realized: the copier's lane (fetch, framing, compression, produce), "
+               "not the same quantity", comparable=False),
     ]
 
 

@@ -73,6 +73,7 @@ def test_figures_difference_is_realized_over_predicted_minus_one():
     assert by["stored bytes per record"].difference == pytest.approx(0.04)
     assert by["disk ratio"].difference == pytest.approx((100 / 26) / 4.0 - 1)
     assert by["CPU s per 1M records"].realized == pytest.approx(2000.0)
+    assert by["CPU s per 1M records"].difference is None  # compression alone against a whole lane: not compared
     assert by["ratio"].line() == f"ratio 8.00x predicted, {200 / 26:.2f}x realized, {((200 / 26) / 8 - 1) * 100:+.1f}%"
     assert {f.name: f.difference for f in figures(None, r)}["ratio"] is None
 

@@ -58,9 +58,11 @@ class SinkParts:
         return self.offset_map.flush(timeout)
 
     def figures(self, destination: str) -> CopierFigures:
-        """The lane's figures for `destination` since it started: what `migrate report` reads as realized."""
+        """The lane's figures for `destination` since it started, what `migrate report` reads as realized: records,
+        their bytes and the batches' bytes as of the producers' last statistics emission (one moment for the
+        three), and the lane's CPU now."""
         d = self.deliveries
-        return CopierFigures(records=d.acked_total[destination], record_bytes=d.record_bytes_total[destination],
+        return CopierFigures(records=d.records_total[destination], record_bytes=d.record_bytes_total[destination],
                              wire_bytes=d.wire_bytes_total[destination],
                              cpu_s=None if self.cpu is None else round(self.cpu(), 3))
 
