@@ -133,14 +133,21 @@ def disk_figure(readings: Sequence[Reading]) -> Any:
 
 
 def figures_figure(figures: Sequence[Figure]) -> Any:
-    """Predicted against realized, each figure as realized / predicted (1.0: as predicted; gid `ratio:<name>`)."""
-    fig, ax = _figure("realized / predicted")
+    """Each figure's difference, realized against predicted, in percent (0: as predicted; gid `ratio:<name>`, the
+    bar's width the percentage), labelled with both values."""
+    fig, ax = _figure("realized against predicted (%)")
     shown = [f for f in figures if f.difference is not None]
-    bars = ax.barh([f.name for f in shown], [1 + (f.difference or 0) for f in shown])
-    for f, bar in zip(shown, bars, strict=True):
+    pcts = [(f.difference or 0.0) * 100 for f in shown]
+    bars = ax.barh([f.name for f in shown], pcts, color=["#2a7" if abs(p) <= 3 else "#c63" for p in pcts])
+    for f, bar, pct in zip(shown, bars, pcts, strict=True):
         bar.set_gid(f"ratio:{f.name}")
-    ax.axvline(1.0, color="#444", linewidth=1)
-    ax.set_xlabel("realized / predicted")
+        ax.annotate(f"{pct:+.1f}%  ({fmt(f.predicted, f.unit)} -> {fmt(f.realized, f.unit)})", (pct, bar.get_y()
+                    + bar.get_height() / 2), xytext=(4 if pct >= 0 else -4, 0), textcoords="offset points",
+                    ha="left" if pct >= 0 else "right", va="center", fontsize=8)
+    edge = max([5.0, *(abs(p) * 1.6 for p in pcts)])
+    ax.set_xlim(-edge, edge)
+    ax.axvline(0.0, color="#444", linewidth=1)
+    ax.set_xlabel("(realized - predicted) / predicted, %")
     return fig
 
 
