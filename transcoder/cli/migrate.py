@@ -21,6 +21,7 @@ import click
 
 from transcoder.cli.help import InOrder
 from transcoder.cli.main import main
+from transcoder.cli.migrate_report import report
 from transcoder.cli.migrate_watch import watch
 from transcoder.cli.options import Choice
 
@@ -95,7 +96,8 @@ def _json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
-@main.group(cls=InOrder, order=("plan", "start", "verify", "cutover", "rollback", "status", "finish", "watch"))
+@main.group(cls=InOrder, order=("plan", "start", "verify", "cutover", "rollback", "status", "finish", "report",
+                                 "watch"))
 def migrate() -> None:
     """Move consumer groups from a topic to its copy with exact offsets: plan, start, verify, cutover, rollback,
     status, finish; and watch in-place rollouts."""
@@ -216,6 +218,7 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
                     if key.startswith("group/"):
                         stages[rec.get("stage", "source")] = stages.get(rec.get("stage", "source"), 0) + 1
                 metrics.group_stages(c.r.destination, stages)
+                _payoff_metrics(metrics, c)
             if fmt == "json":
                 _json({"destination": c.r.destination, "partitions": _verify_dict(results),
                        "mismatch": found[0].line if found else None})
@@ -228,6 +231,14 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
                 break
     if seen:
         sys.exit(1)
+
+
+def _payoff_metrics(metrics: Any, c: Any) -> None:
+    """`migrate report`'s figures as metrics (predicted and realized ratio and bytes per record)."""
+    figures = {f.name: f for f in c.report().figures}
+    ratio, stored = figures["ratio"], figures["stored bytes per record"]
+    metrics.payoff(c.r.destination, predicted_ratio=ratio.predicted, realized_ratio=ratio.realized,
+                   predicted_bytes_per_record=stored.predicted, realized_bytes_per_record=stored.realized)
 
 
 def _serve_migration_metrics(port: int, settings: Any, web_config_file: Path | None) -> Any:
@@ -356,4 +367,5 @@ def finish(config_path: Path, destination: str | None, fmt: str) -> None:
         click.echo(f"  {i}. {step}")
 
 
+migrate.add_command(report)
 migrate.add_command(watch)

@@ -479,6 +479,10 @@ class MigrationConfig(_Model):
     `default.api.timeout.ms`): reading and writing the state topic, describing a group, reading and committing its
     offsets. Retriable errors (a group coordinator or partition leader moving, a broker not answering) are tried
     again until then; keep it above your cluster's failover time (a broker's session timeout plus an election)."""
+    predict_sample_records: int = Field(default=10_000, ge=1)
+    """`migrate start` predicts the destination's ratio, bytes per record and CPU (as `transcoder evaluate` measures
+    them) on the last this-many records of each source partition; `migrate report` sets them against what is
+    realized."""
     verify_range_records: int = Field(default=10_000, ge=1)
     """Source offsets per verification range (one digest per range and partition)."""
     verify_interval_s: float = Field(default=0.0, ge=0)

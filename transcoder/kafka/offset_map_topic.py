@@ -16,7 +16,8 @@ the topic, the map's ids do not) and verification tells the old topic's copies f
 lane found is stored as an entry of its own (`store_lost`), key `<destination>/<partition>/recreated/<old id>/<at>`.
 
 The same topic holds each lane's health, `lane/<destination>`: errors so far and the time of the last one
-(the cutover gate reads it).
+(the cutover gate reads it), and the copier's figures for the destination (records, their bytes, the bytes of the
+batches produced, the lane's CPU: `migrate report` compares them with the prediction).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import structlog
@@ -66,11 +67,23 @@ def ensure_topic(admin: AdminClient, config: Config) -> bool:
 
 
 @dataclass(frozen=True)
+class CopierFigures:
+    """A lane's figures for one destination since the lane started (cumulative)."""
+
+    records: int  # produced, as of the producers' last statistics emission
+    record_bytes: int  # keys + values + headers of the records produced
+    wire_bytes: int  # the batches produced, framed and compressed
+    cpu_s: float | None  # the lane's threads; None: not measured (an engine that does not attribute threads)
+
+
+@dataclass(frozen=True)
 class LaneHealth:
     destination: str
     errors_total: int
     last_error_ms: int | None
     at_ms: int
+    #: None: a lane of an earlier version, or one that has not published figures yet
+    copier: CopierFigures | None = None
 
 
 class OffsetMapRecorder:
@@ -83,13 +96,14 @@ class OffsetMapRecorder:
         self.topic = config.offset_map_topic
         self.builder = MapBuilder()
         self.add = self.builder.add
+        self._external = external
         self._producer: Any = None if external else make(client_config(config.target_cluster.librdkafka(), **{
             "client.id": client_id, "enable.idempotence": True, "linger.ms": 5, "compression.type": "zstd",
         }))
         #: (destination, partition) -> (key, the single run last stored under it, its source id): a run still growing
         self._growing: dict[tuple[str, int], tuple[bytes, Run, str | None]] = {}
         self._failed: list[str] = []
-        self._health: dict[str, tuple[int, int | None]] = {}
+        self._health: dict[str, tuple[int, int | None, Callable[[], CopierFigures] | None]] = {}
         self._health_at = 0.0
 
     def source_id(self, topic: str, topic_id: str) -> None:
@@ -130,9 +144,11 @@ class OffsetMapRecorder:
             self._growing.pop(where, None)
         return key
 
-    def health(self, destination: str, errors_total: int, last_error_ms: int | None) -> None:
-        """The lane's error count for one destination; stored with the next flush when it changed (or every 10 s)."""
-        self._health[destination] = (errors_total, last_error_ms)
+    def health(self, destination: str, errors_total: int, last_error_ms: int | None,
+               copier: Callable[[], CopierFigures] | None = None) -> None:
+        """The lane's error count for one destination, and its figures (`copier`: asked when stored); stored with
+        the next flush every 10 s."""
+        self._health[destination] = (errors_total, last_error_ms, copier)
 
     def flush(self, timeout: float) -> bool:
         """Store every run added so far; True when all are acknowledged (the caller may then commit).
@@ -151,10 +167,7 @@ class OffsetMapRecorder:
             produce(self.topic, entry.encode(), key, on_delivery=self._delivered)
         now = time.monotonic()
         if self._health and now >= self._health_at:
-            at = int(time.time() * 1000)
-            for dest, (n, last) in self._health.items():
-                produce(self.topic, json.dumps({"errors_total": n, "last_error_ms": last, "at_ms": at}).encode(),
-                        f"{HEALTH_PREFIX}{dest}".encode(), on_delivery=self._delivered)
+            self._write_health()
             self._health_at = now + _HEALTH_EVERY_S
         left: int = self._producer.flush(timeout)
         if self._failed:
@@ -163,9 +176,23 @@ class OffsetMapRecorder:
                                 "is committed past it (the records are copied again on restart)", topic=self.topic)
         return left == 0
 
+    def _write_health(self) -> None:
+        at = int(time.time() * 1000)
+        for dest, (n, last, copier) in self._health.items():
+            doc: dict[str, Any] = {"errors_total": n, "last_error_ms": last, "at_ms": at}
+            if copier is not None:
+                doc["copier"] = asdict(copier())
+            self._producer.produce(self.topic, json.dumps(doc).encode(), f"{HEALTH_PREFIX}{dest}".encode(),
+                                   on_delivery=self._delivered)
+
     def close(self, timeout: float) -> None:
-        if self._producer is not None:
-            self._producer.flush(timeout)
+        """Deliver what is left; the lane's last health and figures with it (its own producer only: a transactional
+        one's records go in a transaction, and the last one is over)."""
+        if self._producer is None:
+            return
+        if self._health and not self._external:
+            self._write_health()
+        self._producer.flush(timeout)
 
 
 def store_lost(config: Config, gaps: list[tuple[str, str, int, int, int]], timeout: float, *,
@@ -256,6 +283,14 @@ def _read_partition(consumer: Consumer, topic: str, p: int, low: int, high: int,
             pos = offset + 1
 
 
+def decode_health(destination_topic: str, h: dict[str, Any]) -> LaneHealth:
+    """A `lane/<destination>` record; one without `copier` (an earlier version's) has no figures."""
+    c = h.get("copier")
+    copier = None if not c else CopierFigures(int(c["records"]), int(c["record_bytes"]), int(c["wire_bytes"]),
+                                              None if c.get("cpu_s") is None else float(c["cpu_s"]))
+    return LaneHealth(destination_topic, int(h["errors_total"]), h.get("last_error_ms"), int(h["at_ms"]), copier)
+
+
 def _decoded(latest: dict[bytes, bytes | None], where: dict[bytes, int], topic: str, destination_topic: str
              ) -> tuple[dict[int, PartitionMap], LaneHealth | None]:
     """`destination_topic`'s partition maps and lane health from the map topic's latest values."""
@@ -266,8 +301,7 @@ def _decoded(latest: dict[bytes, bytes | None], where: dict[bytes, int], topic: 
         if v is None:
             continue
         if k == f"{HEALTH_PREFIX}{destination_topic}".encode():
-            h = json.loads(v)
-            health = LaneHealth(destination_topic, int(h["errors_total"]), h.get("last_error_ms"), int(h["at_ms"]))
+            health = decode_health(destination_topic, json.loads(v))
         elif k.startswith(prefix) and k.count(b"/") >= 2:
             try:
                 entries.append(MapEntry.decode(v))

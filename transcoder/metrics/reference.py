@@ -102,6 +102,8 @@ def example_metrics() -> Metrics:
     migration.stored_mix("orders", {"zstd": 1.0})
     migration.verified("orders.zstd", {0: 1000})
     migration.group_stages("orders.zstd", {"source": 1})
+    migration.payoff("orders.zstd", predicted_ratio=8.4, realized_ratio=8.3, predicted_bytes_per_record=25.0,
+                     realized_bytes_per_record=25.3)
     return metrics
 
 

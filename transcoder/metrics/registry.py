@@ -426,6 +426,21 @@ class MigrationMetrics:
                                   "(cutover is refused while one is recorded).", ["destination"], registry=r)
         self.groups = Gauge("transcoder_migration_groups", "Consumer groups of a migration in each stage (source, "
                             "moving, destination, rolling-back).", ["destination", "stage"], registry=r)
+        self.predicted_ratio = Gauge("transcoder_migration_predicted_ratio",
+                                     "Record bytes per stored byte the destination's codec, level and batch size were "
+                                     "predicted to reach on the source's records (`migrate start`).",
+                                     ["destination"], registry=r)
+        self.realized_ratio = Gauge("transcoder_migration_realized_ratio",
+                                    "Record bytes per stored byte realized: the copier's average record over the "
+                                    "copy's bytes on disk per record (DescribeLogDirs).", ["destination"], registry=r)
+        self.predicted_bytes_per_record = Gauge("transcoder_migration_predicted_bytes_per_record",
+                                                "Bytes one record was predicted to take stored in the destination "
+                                                "(one replica, batch framing included).", ["destination"],
+                                                registry=r)
+        self.realized_bytes_per_record = Gauge("transcoder_migration_realized_bytes_per_record",
+                                               "Bytes one record takes stored in the destination: its bytes on disk "
+                                               "(DescribeLogDirs) per record and replica.", ["destination"],
+                                               registry=r)
         self._codecs: dict[str, set[str]] = {}  # topic -> codecs with a stored_codec_ratio series
         self._stages: dict[str, set[str]] = {}  # destination -> stages with a groups series
         self._endpoints: Endpoints | None = None
@@ -461,6 +476,15 @@ class MigrationMetrics:
         for stage in seen | set(counts):
             self.groups.labels(destination=destination, stage=stage).set(counts.get(stage, 0))
         seen.update(counts)
+
+    def payoff(self, destination: str, *, predicted_ratio: float | None, realized_ratio: float | None,
+               predicted_bytes_per_record: float | None, realized_bytes_per_record: float | None) -> None:
+        """A migration's prediction against what is realized (`migrate report`'s figures); None: not known, not set."""
+        for gauge, value in ((self.predicted_ratio, predicted_ratio), (self.realized_ratio, realized_ratio),
+                             (self.predicted_bytes_per_record, predicted_bytes_per_record),
+                             (self.realized_bytes_per_record, realized_bytes_per_record)):
+            if value is not None:
+                gauge.labels(destination=destination).set(value)
 
     def exposition(self) -> tuple[str, bytes]:
         """These metrics in Prometheus' text format: (content type, body), for /metrics."""

@@ -10,6 +10,8 @@ State keys (values are JSON objects):
   group/<id>       stage (source|moving|destination|rolling-back), offsets both sides, gates forced, history
   verify/<p>       verified_through of partition p, and when
   mismatch         the first verification mismatch found, until a verification passes it
+  prediction       evaluate's figures for the destination's codec on the source's records (migrate.payoff)
+  reading/<at>     what the clusters and the copier said at start, each cutover, finish (migrate.payoff)
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from transcoder.kafka import offset_map_topic
 from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, settling, wait_settled
 from transcoder.kafka.clients import client_config, connect_admin, retriable
 from transcoder.kafka.protocol import RawClient
-from transcoder.migrate import gates, groups, retry, verify
+from transcoder.migrate import gates, groups, payoff, retry, verify
 from transcoder.migrate.lease import Lease
 from transcoder.migrate.plan import human_bytes, topic_facts
+from transcoder.migrate.realized import Payoffs
 from transcoder.migrate.retry import until_deadline
 from transcoder.migrate.state import StateStore, kafka_error
 from transcoder.migrate.target import Resolved, resolve
@@ -106,6 +109,9 @@ class Controller:
                                 delivery_timeout_ms=self.mc.api_timeout_ms)
         self.command = command
         self.lease = Lease(self.store, lease_ms=self.mc.lease_ms, owner=owner, command=command)
+        self.payoffs = Payoffs(config, self.r.target, self.r.source, self.r.destination, src_admin=self.src_admin,
+                               dst_admin=self.dst_admin, put=self._put, lane_committed=self.lane_committed,
+                               health=lambda: self.maps()[1], sample_records=self.mc.predict_sample_records)
 
     def close(self) -> None:
         """Close the state store and the group clients (on this, their owner's, thread)."""
@@ -252,6 +258,7 @@ class Controller:
         for g, view in views.items():
             self._put(f"group/{g}", {"stage": "source", "source_offsets": _strs(view.committed),
                                      "registered_ms": _now_ms(), "history": [["source", _now_ms()]]})
+        self.payoffs.start(st)
         try:
             lane = groups.describe_group(self.src_groups, self.r.lane_group, self.r.source)
             running = bool(lane.members)
@@ -318,6 +325,9 @@ class Controller:
             self.lease.check()
             self.store.delete("mismatch")
             log.info("verification_mismatch_cleared", migration=self.r.destination, was=st["mismatch"].get("line"))
+        last = max((k for k in st if k.startswith("reading/")), default=None)
+        if last is None or at - int(st[last]["at_ms"]) >= payoff.READING_EVERY_MS:  # disk over time, for the report
+            self.payoffs.record("verify", groups_moved=_moved_count(st))
         return results
 
     # ------------------------------------------------------------------ cutover
@@ -334,6 +344,8 @@ class Controller:
         for g in chosen:
             out.append(self._cutover_one(g, st, maps, health, wait_s=wait_s, force=force))
             st = self.state()
+            if out[-1].outcome == "moved":  # the copy's figures and lag as the group moves
+                self.payoffs.record(f"cutover:{g}", groups_moved=_moved_count(st))
         return out
 
     def _cutover_one(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
@@ -544,9 +556,25 @@ class Controller:
                                  f"{self.r.source} with active members and are not part of the migration "
                                  "(add them: migrate start --group G, then cut them over)")
         if migration.get("stage") != "finished":
+            self.payoffs.record("finish", groups_moved=_moved_count(st))
             migration = {**migration, "stage": "finished", "finished_ms": _now_ms()}
             self._put("migration", migration)
         return migration
+
+    # ------------------------------------------------------------------ report
+    def report(self) -> payoff.Payoff:
+        """Predicted against realized: the state's prediction and readings, and (before the finish) one more reading
+        taken now, shown and not stored (reports hold no lease)."""
+        st = dict(self.state())
+        migration = self._started(st)
+        if migration.get("stage") != "finished":
+            now = self.payoffs.read("report", groups_moved=_moved_count(st))
+            st[payoff.reading_key(now)] = now.as_dict()
+        return payoff.payoff(st, migration=self.r.destination)
+
+
+def _moved_count(st: Mapping[str, Any]) -> int:
+    return sum(1 for k, v in st.items() if k.startswith("group/") and v.get("stage") == "destination")
 
 
 def resumed_commit_landed(committed: Mapping[int, int], translated: Mapping[int, int]) -> bool:

@@ -43,6 +43,7 @@ class TopicFacts:
     records: int | None  # end - start offsets, summed over partitions (a compacted topic holds fewer)
     disk_bytes: int | None  # on disk over every replica (DescribeLogDirs); None: the brokers did not say
     compression_type: str | None = None  # the topic's compression.type (asked of the destination only)
+    end_offsets: int | None = None  # the partitions' end offsets summed: records ever written (retention aside)
 
     @property
     def exists(self) -> bool:
@@ -324,7 +325,8 @@ def topic_facts(admin: AdminClient, info: RawClient, topic: str, *, with_config:
     ctype = None
     if with_config:
         ctype = describe_configs(admin, [topic])[topic].effective.get("compression.type", "producer")
-    return TopicFacts(topic, shape.partitions, replication, records, disk, ctype)
+    return TopicFacts(topic, shape.partitions, replication, records, disk, ctype,
+                      end_offsets=sum(high for _, high in offsets.values()))
 
 
 def _produce_version(info: RawClient) -> int | None:

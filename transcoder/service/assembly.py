@@ -94,7 +94,8 @@ def lane_clients(spec: LaneSpec, config: Config, metrics: LaneMetrics, threads: 
                  consumer_conf: dict[str, Any]) -> LaneClients:
     """A lane's clients, each thread they start counted as the lane's (ThreadLedger)."""
     writer = build_sink(config, spec.name, spec.targets, metrics, batched=config.batched,
-                        create=lambda part, make, start: threads.create((spec.name, part), make, start))
+                        create=lambda part, make, start: threads.create((spec.name, part), make, start),
+                        cpu=lambda: lane_cpu(threads, spec.name))
     topic_ids = TopicIds(config.cluster.librdkafka(), f"transcoder-{spec.name}-ids",
                          lambda make: threads.create((spec.name, "consume"), make))
     consumer: Consumer = threads.create(  # type: ignore[assignment]  # create returns what `make` built
@@ -110,6 +111,12 @@ def lane_clients(spec: LaneSpec, config: Config, metrics: LaneMetrics, threads: 
             past_loss=config.on_source_loss == "continue"),
         lambda f: f.connect()) if config.batched else None  # type: ignore[attr-defined]
     return LaneClients(writer, consumer, topic_ids, ends, fetcher)
+
+
+def lane_cpu(threads: ThreadLedger, lane: str) -> float:
+    """CPU seconds of the lane's threads so far (its loop, its clients', the compression pool's share)."""
+    return sum(cpu for owner, cpu in threads.cpu_by_owner().items()
+               if isinstance(owner, tuple) and owner and owner[0] == lane)
 
 
 class NoSampling:

@@ -196,6 +196,9 @@ class AtLeastOnce(Checkpoint):
         offsets = acknowledged_offsets(tps, self.book.read_positions(tps), self.ledger, self.book.committed,
                                        self.book.withheld)
         if not offsets:
+            # nothing to commit: the lane's health and figures still go to the offset map (every 10 s), without
+            # waiting for them
+            self.writer.flush_map(0)
             return
         # 3. the offset map durable
         if not self.writer.flush_map(min(10.0, self.timeout_s)):

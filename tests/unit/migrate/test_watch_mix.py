@@ -255,7 +255,10 @@ def test_migration_metrics():
     text = exposition(m.registry)[1].decode()
     declared = set(re.findall(r"^# TYPE (transcoder_[a-z_]+) ", text, re.MULTILINE))
     assert declared == {"transcoder_stored_codec_ratio", "transcoder_migration_verified_offset",
-                        "transcoder_migration_mismatches_total", "transcoder_migration_groups"}
+                        "transcoder_migration_mismatches_total", "transcoder_migration_groups",
+                        "transcoder_migration_predicted_ratio", "transcoder_migration_realized_ratio",
+                        "transcoder_migration_predicted_bytes_per_record",
+                        "transcoder_migration_realized_bytes_per_record"}
     m.verified("t.zstd", {0: 700, 2: 1500})
     assert _value(m, "transcoder_migration_verified_offset", destination="t.zstd", partition="2") == 1500
     assert _value(m, "transcoder_migration_verified_offset", destination="t.zstd", partition="0") == 700
@@ -270,6 +273,11 @@ def test_migration_metrics():
     assert _value(m, "transcoder_migration_groups", destination="t.zstd", stage="source") == 2
     assert _value(m, "transcoder_migration_groups", destination="t.zstd", stage="moving") == 0
     assert _value(m, "transcoder_migration_groups", destination="t.zstd", stage="destination") == 2
+    m.payoff("t.zstd", predicted_ratio=8.4, realized_ratio=None, predicted_bytes_per_record=25.0,
+             realized_bytes_per_record=25.5)
+    assert _value(m, "transcoder_migration_predicted_ratio", destination="t.zstd") == 8.4
+    assert _value(m, "transcoder_migration_realized_bytes_per_record", destination="t.zstd") == 25.5
+    assert _value(m, "transcoder_migration_realized_ratio", destination="t.zstd") is None  # not known: no series
 
 
 def test_migration_metrics_share_a_registry_passed_in():

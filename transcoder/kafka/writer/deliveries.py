@@ -43,6 +43,12 @@ class Deliveries:
         self.acked_ts: dict[Partition, int] = {}
         #: statistics emissions of the destinations' producers so far
         self.stats_emissions = 0
+        #: destination topic -> records and their bytes produced (the producer's cumulative counts) and the bytes of
+        #: the batches produced (summed over emissions): the figures the metrics are given, all as of the last
+        #: statistics emission, kept for the offset map's health
+        self.records_total = dict.fromkeys(source_of, 0)
+        self.record_bytes_total = dict.fromkeys(source_of, 0)
+        self.wire_bytes_total = dict.fromkeys(source_of, 0)
 
     def record_reports(self, only: str | None, failed: OnFailure) -> RecordReport:
         """The delivery callback of one producer; `only`: the one destination topic it writes, if so.
@@ -172,3 +178,6 @@ class Deliveries:
             if topic in self.codec_of:
                 self.metrics.produced(topic, self.codec_of[topic], t.batch_bytes, t.batch_records,
                                       t.record_bytes_total)
+                self.records_total[topic] = max(self.records_total[topic], t.records_total)
+                self.record_bytes_total[topic] = max(self.record_bytes_total[topic], t.record_bytes_total)
+                self.wire_bytes_total[topic] += int(t.batch_bytes.total)

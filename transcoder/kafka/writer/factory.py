@@ -4,7 +4,7 @@ that mode (kafka.writer.records, kafka.writer.record_sets) from the parts every 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 from confluent_kafka import Producer
@@ -30,15 +30,18 @@ log = structlog.get_logger("transcoder.writer")
 
 
 def build_sink(config: Config, name: str, targets: Sequence[Target], metrics: WriterMetrics, *, batched: bool,
-               create: ClientFactory = build_client, start_ms: float | None = None) -> Sink:
+               create: ClientFactory = build_client, start_ms: float | None = None,
+               cpu: Callable[[], float] | None = None) -> Sink:
     """The sink of lane `name` writing the records of `targets`: record sets (`batched`: fed `write_stored`) or
     records, at least once or (config.guarantee) exactly once, which is then a TransactionalSink. `create` builds
     its clients (an engine attributes their threads to the lane); `start_ms`: the engine's start (epoch ms),
-    before which records are backlog (now by default)."""
+    before which records are backlog (now by default); `cpu`: the lane's CPU seconds so far (published with the
+    offset map's health)."""
     exactly_once = config.guarantee == "exactly-once"
     if exactly_once and len(targets) != 1:
         raise TranscoderError(f"lane {name}: exactly-once needs one destination per lane, not {len(targets)}")
-    parts = sink_parts(config, name, targets, metrics, create=create, start_ms=start_ms, map_external=exactly_once)
+    parts = sink_parts(config, name, targets, metrics, create=create, start_ms=start_ms, map_external=exactly_once,
+                       cpu=cpu)
     if exactly_once:
         # librdkafka's calls can block past their timeouts (run on a thread, given up); transcoder's cannot
         transactions = WriterTransactions(name, config.transaction_timeout_ms, logger=log,
@@ -51,7 +54,7 @@ def build_sink(config: Config, name: str, targets: Sequence[Target], metrics: Wr
 
 def sink_parts(config: Config, name: str, targets: Sequence[Target], metrics: WriterMetrics, *,
                create: ClientFactory = build_client, start_ms: float | None = None,
-               map_external: bool = False) -> SinkParts:
+               map_external: bool = False, cpu: Callable[[], float] | None = None) -> SinkParts:
     """The parts every sink is given. `map_external`: the offset map is written by the sink's transactional
     producer (exactly-once: a map entry is visible exactly when its records are)."""
     sources = tuple(dict.fromkeys(s for t in targets for s in t.sources))
@@ -66,7 +69,7 @@ def sink_parts(config: Config, name: str, targets: Sequence[Target], metrics: Wr
         dead_letters = DeadLetters(Producer(dlq_producer_config(config, name)), config.errors.dlq_topic, name, ledger,
                                    metrics.dead_lettered)
     failures = Failures(ledger, metrics.error, dead_letters)
-    return SinkParts(config, name, tuple(targets), deliveries, failures, dead_letters, offset_map, create)
+    return SinkParts(config, name, tuple(targets), deliveries, failures, dead_letters, offset_map, create, cpu)
 
 
 def _offset_map(config: Config, name: str, create: ClientFactory, *, external: bool) -> OffsetMap:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from transcoder.kafka.offset_map_topic import OffsetMapRecorder
+from transcoder.kafka.offset_map_topic import CopierFigures, OffsetMapRecorder
 
 #: (source topic, destination topic, partition, source offset, destination offset): one delivered record
 MapAdd = Callable[[str, str, int, int, int], None]
@@ -30,7 +30,8 @@ class OffsetMap(Protocol):
     def source_id(self, topic: str, topic_id: str) -> None: ...
     def write_through(self, producer: Any) -> None: ...
     def discard(self) -> None: ...
-    def health(self, destination: str, errors_total: int, last_error_ms: int | None) -> None: ...
+    def health(self, destination: str, errors_total: int, last_error_ms: int | None,
+               copier: Callable[[], CopierFigures] | None = None) -> None: ...
 
     def flush(self, timeout: float) -> bool:
         """True when what was added is durable (or there is nothing to store)."""
@@ -62,8 +63,9 @@ class RecordedMap:
     def discard(self) -> None:
         self.recorder.discard()
 
-    def health(self, destination: str, errors_total: int, last_error_ms: int | None) -> None:
-        self.recorder.health(destination, errors_total, last_error_ms)
+    def health(self, destination: str, errors_total: int, last_error_ms: int | None,
+               copier: Callable[[], CopierFigures] | None = None) -> None:
+        self.recorder.health(destination, errors_total, last_error_ms, copier)
 
     def flush(self, timeout: float) -> bool:
         return self.recorder.flush(timeout)
@@ -93,7 +95,8 @@ class NoOffsetMap:
     def discard(self) -> None:
         pass
 
-    def health(self, destination: str, errors_total: int, last_error_ms: int | None) -> None:
+    def health(self, destination: str, errors_total: int, last_error_ms: int | None,
+               copier: Callable[[], CopierFigures] | None = None) -> None:
         pass
 
     def flush(self, timeout: float) -> bool:

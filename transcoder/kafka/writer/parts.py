@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from transcoder.config import Config
 from transcoder.errors import DeliveryError
+from transcoder.kafka.offset_map_topic import CopierFigures
 from transcoder.kafka.producer import BatchProducer
 from transcoder.kafka.writer.deliveries import Deliveries
 from transcoder.kafka.writer.failures import DeadLetterTopic, Failures
@@ -31,6 +33,8 @@ class SinkParts:
     dead_letters: DeadLetterTopic
     offset_map: OffsetMap
     create: ClientFactory
+    #: the lane's CPU seconds so far (its threads'), published with the offset map's health; None: not measured
+    cpu: Callable[[], float] | None = None
 
     @property
     def ledger(self) -> Ledger:
@@ -50,8 +54,17 @@ class SinkParts:
         """
         failures = self.failures
         for dest in self.deliveries.source_of:
-            self.offset_map.health(dest, failures.errors_total, failures.last_error_ms)
+            self.offset_map.health(dest, failures.errors_total, failures.last_error_ms, partial(self.figures, dest))
         return self.offset_map.flush(timeout)
+
+    def figures(self, destination: str) -> CopierFigures:
+        """The lane's figures for `destination` since it started, what `migrate report` reads as realized: records,
+        their bytes and the batches' bytes as of the producers' last statistics emission (one moment for the
+        three), and the lane's CPU now."""
+        d = self.deliveries
+        return CopierFigures(records=d.records_total[destination], record_bytes=d.record_bytes_total[destination],
+                             wire_bytes=d.wire_bytes_total[destination],
+                             cpu_s=None if self.cpu is None else round(self.cpu(), 3))
 
     def settle(self, left: Callable[[], float], timeout: float, handle_failures: Callable[[], None]) -> None:
         """The end of a drain, once the producers are flushed: failures handled (dead-lettered, or raised), the
