@@ -100,7 +100,7 @@ def _json(obj: Any) -> None:
                                  "watch"))
 def migrate() -> None:
     """Move consumer groups from a topic to its copy with exact offsets: plan, start, verify, cutover, rollback,
-    status, finish; and watch in-place rollouts."""
+    status, finish, then report (predicted against realized); and watch in-place rollouts."""
 
 
 @migrate.command()

@@ -35,6 +35,10 @@ MIGRATION_EXPORTED_BY: dict[str, tuple[str, ...]] = {
     "transcoder_migration_verified_offset": (RUN_VERIFYING, VERIFY_FOLLOW),
     "transcoder_migration_mismatches": (RUN_VERIFYING, VERIFY_FOLLOW),
     "transcoder_migration_groups": (VERIFY_FOLLOW,),
+    "transcoder_migration_predicted_ratio": (VERIFY_FOLLOW,),
+    "transcoder_migration_realized_ratio": (VERIFY_FOLLOW,),
+    "transcoder_migration_predicted_bytes_per_record": (VERIFY_FOLLOW,),
+    "transcoder_migration_realized_bytes_per_record": (VERIFY_FOLLOW,),
 }
 
 

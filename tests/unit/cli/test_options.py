@@ -136,7 +136,7 @@ def test_top_level_help_lists_production_then_development_commands():
 def test_migrate_help_lists_its_steps_in_the_order_they_are_run():
     out = CliRunner().invoke(main, ["migrate", "--help"]).stdout
     listed = [line.split()[0] for line in out.split("\nCommands:\n")[1].strip().splitlines()]
-    assert listed == ["plan", "start", "verify", "cutover", "rollback", "status", "finish", "watch"]
+    assert listed == ["plan", "start", "verify", "cutover", "rollback", "status", "finish", "report", "watch"]
 
 
 def test_every_command_sits_in_a_section_of_the_top_level_help():
