@@ -77,31 +77,26 @@ def from_validation(exc: ValidationError, model: type[BaseModel]) -> list[Proble
     the errors of a union's members at one key are one problem."""
     errors = exc.errors(include_url=False)
     missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
-    meant: set[Loc] = set()  # missing keys an unknown key was meant as
+    meant: dict[Loc, Loc] = {}  # a missing key -> the unknown key meant as it (reported in its place)
     unknown: dict[Loc, str] = {}
     for e in errors:
         loc: Loc = tuple(e["loc"])
         if e["type"] == "extra_forbidden" and loc:
-            parent, key = loc[:-1], str(loc[-1])
-            keys = model_keys(model_at(model, parent))
-            match = did_you_mean(key, keys)
-            shown = dotted((key,))
-            if match is not None:
-                if (*parent, match) in missing:
-                    meant.add((*parent, match))
-                unknown[loc] = f"unknown key `{shown}` (did you mean `{match}`?)"
-            elif keys and len(keys) <= MAX_LISTED_KEYS:
-                unknown[loc] = f"unknown key `{shown}`: the keys here are {', '.join(f'`{k}`' for k in keys)}"
-            else:
-                unknown[loc] = f"unknown key `{shown}` (the configuration reference lists the keys)"
+            keys = model_keys(model_at(model, loc[:-1]))
+            match = did_you_mean(str(loc[-1]), keys)
+            if match is not None and (*loc[:-1], match) in missing and (*loc[:-1], match) not in meant:
+                meant[(*loc[:-1], match)] = loc
+            unknown[loc] = _unknown_key(str(loc[-1]), keys, match)
     out: list[Problem] = []
     by_key: dict[Loc, int] = {}  # a union's key -> its problem in `out`
     for e in errors:
         loc = tuple(e["loc"])
-        if loc in meant and e["type"] == "missing":
+        if loc in meant and e["type"] == "missing":  # the key's place in the model's order: the unknown key's
+            out.append(Problem(dotted(meant[loc]), unknown[meant[loc]]))
             continue
         if loc in unknown:
-            out.append(Problem(dotted(loc), unknown[loc]))
+            if loc not in meant.values():
+                out.append(Problem(dotted(loc), unknown[loc]))
             continue
         text = _message(e["msg"])
         key, tags = split_loc(model, loc)
@@ -115,6 +110,15 @@ def from_validation(exc: ValidationError, model: type[BaseModel]) -> list[Proble
             by_key[key] = len(out)
             out.append(Problem(dotted(key), text))
     return out
+
+
+def _unknown_key(key: str, keys: list[str], match: str | None) -> str:
+    shown = dotted((key,))
+    if match is not None:
+        return f"unknown key `{shown}` (did you mean `{match}`?)"
+    if keys and len(keys) <= MAX_LISTED_KEYS:
+        return f"unknown key `{shown}`: the keys here are {', '.join(f'`{k}`' for k in keys)}"
+    return f"unknown key `{shown}` (the configuration reference lists the keys)"
 
 
 def _message(msg: str) -> str:
