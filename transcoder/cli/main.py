@@ -83,15 +83,17 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
     import os
 
     from transcoder.config.problems import ConfigProblems, Problem
-    from transcoder.config.secrets import resolve_properties
+    from transcoder.config.secrets import SECRET_PROPERTIES, resolve_properties
 
     given: dict[str, str] = {}
     problems: list[Problem] = []
     for item in values:
         key, sep, val = item.partition("=")
         key, val = key.strip(), val.strip()
-        if not sep or not key:
-            problems.append(Problem("", f"expected key=value, got {item!r}"))
+        if not sep or not key:  # not echoed when it may hold a secret (`-X sasl.password:...`)
+            secret = next((s for s in sorted(SECRET_PROPERTIES) if item.strip().startswith(s)), None)
+            problems.append(Problem("", f"expected key=value, got {item!r}" if secret is None else
+                                    f"expected key=value, got {secret} and more (not shown: it may be a secret)"))
         else:
             given[key] = val
     resolved, found = resolve_properties(

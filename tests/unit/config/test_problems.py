@@ -185,6 +185,12 @@ def test_x_properties_report_every_problem_and_no_secret(monkeypatch):
     assert info.value.exit_code == 2
 
 
+def test_an_x_property_without_equals_sign_is_not_echoed_when_it_may_be_a_secret():
+    with pytest.raises(ConfigProblems) as info:
+        properties((f"sasl.password:{SECRET}",))
+    assert str(info.value) == "-X: expected key=value, got sasl.password and more (not shown: it may be a secret)"
+
+
 def test_x_properties_resolve_references_to_plain_values(monkeypatch):
     monkeypatch.setenv("TC_PROBLEMS_PW", "from-env")
     assert properties(("sasl.password=${env:TC_PROBLEMS_PW}", "a=1")) == {"sasl.password": "from-env", "a": "1"}
