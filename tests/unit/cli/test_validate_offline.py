@@ -28,6 +28,13 @@ def listener():
 
 
 @pytest.fixture(autouse=True)
+def logging_left_alone(monkeypatch):
+    """The command group configures the process's logging: not this test process's, which other tests capture."""
+    monkeypatch.setattr("transcoder.logs.configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr("transcoder.logs.stacks_on_signal", lambda *args, **kwargs: None)
+
+
+@pytest.fixture(autouse=True)
 def no_clients(monkeypatch):
     """Any client that could connect, or the engine (which would build them), fails the test."""
     def refuse(*args: Any, **kwargs: Any) -> Any:
