@@ -18,6 +18,8 @@ from transcoder.errors import TranscoderError
 if TYPE_CHECKING:
     from transcoder.config import Config
     from transcoder.engine import Engine
+    from transcoder.engine.validation import Check
+    from transcoder.pipeline.routes import Plan
 
 
 def _load_config(path: Path) -> Config:
@@ -28,7 +30,7 @@ def _load_config(path: Path) -> Config:
 
 def _print_plan(data: dict[str, Any]) -> None:
     """The plan (validation.plan_data) as a table, and the dead-letter topic, the lanes' group ids and the topics a
-    pattern passes over; offline, what was and was not checked."""
+    pattern passes over."""
     from rich.console import Console
     from rich.table import Table
 
@@ -121,7 +123,15 @@ def validate(config_path: Path, engine: str, master: str | None, offline: bool, 
         data = validation.plan_data(conf, plan, None, checks, engine=engine, offline=offline)
         _report(data, as_json, emit)
         return
-    runner = _engine(conf, engine, master)
+    _validate_online(_engine(conf, engine, master), engine, plan, checks, as_json, emit)
+
+
+def _validate_online(runner: Engine, engine: str, plan: Plan | None, checks: list[Check], as_json: bool,
+                     emit: Callable[[dict[str, Any]], None]) -> None:
+    """validate's checks against the clusters (the engine's prepare, then its own preflight), after the offline
+    ones passed: the table as before, or the plan as JSON; a refusal raised after the JSON is printed."""
+    from transcoder.engine import validation
+
     try:
         prepared = runner.prepare(create=False)
     except TranscoderError as exc:
