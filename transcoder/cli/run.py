@@ -173,7 +173,8 @@ def _report(data: dict[str, Any], as_json: bool, emit: Callable[[dict[str, Any]]
         for c in data["checks"]:
             if c["outcome"] != "failed":
                 click.echo(f"{c['outcome']}: {c['check']}: {c['detail']}")
-    bad = [f"{c['check']}: {c['detail']}" for c in data["checks"] if c["outcome"] == "failed"]
+    bad = [c["detail"] if c["detail"].startswith(c["check"]) else f"{c['check']}: {c['detail']}"
+           for c in data["checks"] if c["outcome"] == "failed"]
     if bad:
         raise ConfigError(bad[0] if len(bad) == 1 else
                           f"{len(bad)} checks failed:\n" + "\n".join("  " + b.replace("\n", "\n  ") for b in bad))

@@ -78,10 +78,13 @@ def offline_checks(config: Config) -> tuple[Plan | None, list[Check]]:
               + (f"; secrets (values never shown): {', '.join(secret)}" if secret else "; no secret properties")),
     ]
     for name, cluster in _clusters(config):
-        try:
-            check_properties(_offline_properties(cluster), f"{name}.config")
+        try:  # named as prepare names them: which clusters the properties are for
+            check_properties(_offline_properties(cluster), f"{name}.config (the " + (
+                "destination cluster)" if name == "destination_cluster" else
+                "source cluster)" if config.destination_cluster is not None else
+                "source cluster and destination cluster)"))
         except ConfigError as exc:
-            checks.append(Check(f"{name}.config", "failed", logs.redact(str(exc).removeprefix(f"{name}.config: "))))
+            checks.append(Check(f"{name}.config", "failed", logs.redact(str(exc))))
         else:
             checks.append(Check(f"{name}.config", "passed", "librdkafka accepts every client property"))
     try:

@@ -160,7 +160,7 @@ def test_offline_a_failed_check_is_exit_2_the_plan_still_shown(tmp_path, listene
     assert data["ok"] is False and [d["codec"] for d in data["routes"][0]["destinations"]] == ["zstd", "lz4"]
     assert result.stderr.splitlines() == [
         "transcoder: error: 2 checks failed:",
-        "  cluster.config: 2 problems:",
+        "  cluster.config (the source cluster and destination cluster): 2 problems:",
         '    No such configuration property: "no.such.property": fix or remove the property (librdkafka\'s '
         "CONFIGURATION.md lists them)",
         '    Configuration property "socket.timeout.ms" value 5 is outside allowed range 10..300000: fix or remove the '
