@@ -200,3 +200,16 @@ def test_offline_with_the_spark_engine_says_its_own_checks_are_not_done_and_chec
     assert bad_master.exit_code == 2 and "is not a Spark master URL" in bad_master.stderr
     service_master = validate("-c", str(path), "--offline", "--master", "local[2]")
     assert service_master.exit_code == 2 and "--master applies to --engine spark only" in service_master.stderr
+
+
+def test_a_reserved_topic_problem_names_its_line_in_the_json(tmp_path, listener):
+    path = tmp_path / "reserved.yaml"
+    path.write_text(f"cluster: {{bootstrap_servers: '{addr(listener)}'}}\n"
+                    "routes:\n"
+                    "  - source: __consumer_offsets\n"          # line 3
+                    "    destinations: [{codec: zstd, topic: offsets-copy}]\n")
+    result = validate("-c", str(path), "--offline", "--format", "json")
+    assert result.exit_code == 2
+    [problem] = json.loads(result.stdout)["problems"]
+    assert (problem["path"], problem["where"]) == ("routes.0.source", "line 3")
+    assert problem["problem"].startswith("source __consumer_offsets is Kafka's internal topic")
