@@ -79,29 +79,30 @@ def bootstrap(servers: str | None, local_state_dir: Path | None) -> str:
 
 def properties(values: tuple[str, ...]) -> dict[str, str]:
     """-X key=value pairs, as the config's cluster properties: references resolved, secrets only as references
-    (${env:VAR}, ${file:/path}, ${file:/path:key}), never typed on a command line where `ps` shows them."""
+    (${env:VAR}, ${file:/path}, ${file:/path:key}), never typed on a command line where `ps` shows them. Every
+    problem at once, one per line (a ConfigError)."""
     import os
 
-    from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, remember, resolve_references
+    from transcoder.config.problems import ConfigProblems, Problem
+    from transcoder.config.secrets import SECRET_PROPERTIES, resolve_properties
 
-    out = {}
+    given: dict[str, str] = {}
+    problems: list[Problem] = []
     for item in values:
         key, sep, val = item.partition("=")
         key, val = key.strip(), val.strip()
-        if not sep or not key:
-            raise ConfigError(f"expected key=value, got {item!r}")
-        is_ref = bool(REFERENCE.search(val))
-        if key in SECRET_PROPERTIES and not is_ref:
-            raise ConfigError(f"-X {key} is a secret and must not be typed on the command line: "
-                              "use ${env:VAR} or ${file:/path}")
-        if is_ref:
-            try:
-                val = resolve_references(val, os.environ)
-            except ValueError as exc:
-                raise ConfigError(f"-X {key}: {exc}") from None
-        out[key] = val
-    remember(out)
-    return out
+        if not sep or not key:  # not echoed when it may hold a secret (`-X sasl.password:...`)
+            secret = next((s for s in sorted(SECRET_PROPERTIES) if item.strip().startswith(s)), None)
+            problems.append(Problem("", f"expected key=value, got {item!r}" if secret is None else
+                                    f"expected key=value, got {secret} and more (not shown: it may be a secret)"))
+        else:
+            given[key] = val
+    resolved, found = resolve_properties(
+        given, os.environ, inline="a secret must not be typed on the command line: use ${env:VAR} or ${file:/path}")
+    problems += [Problem(key, found[key]) for key in given if key in found]
+    if problems:
+        raise ConfigProblems("-X", problems)
+    return {k: (v.get_secret_value() if hasattr(v, "get_secret_value") else v) for k, v in resolved.items()}
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,8 @@ from transcoder.errors import TranscoderError
 if TYPE_CHECKING:
     from transcoder.config import Config
     from transcoder.engine import Engine
-    from transcoder.kafka.provisioning import Prepared
+    from transcoder.engine.validation import Check
+    from transcoder.pipeline.routes import Plan
 
 
 def _load_config(path: Path) -> Config:
@@ -26,32 +29,35 @@ def _load_config(path: Path) -> Config:
     return cfg.load(path)
 
 
-def _print_plan(prepared: Prepared, conf: Config) -> None:
+def _print_plan(data: dict[str, Any]) -> None:
+    """The plan (validation.plan_data) as a table, and the dead-letter topic, the lanes' group ids and the topics a
+    pattern passes over."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="transcoder plan", title_justify="left")
+    table = Table(title="transcoder plan" + (" (offline: nothing asked of the clusters)" if data["offline"] else ""),
+                  title_justify="left")
     for col in ("lane", "source", "destination", "codec", "batch", "partitions", "topic", "configs"):
         table.add_column(col)
-    by_topic = {d.topic: d for d in prepared.provision.destinations}
-    for lane in prepared.plan.lanes:
-        for target in lane.targets:
-            b = target.destination.batch
-            for source in target.sources:
-                d = by_topic[target.topic_for(source)]
-                cfgs = ", ".join(f"{k}={v}" for k, v in sorted(d.create_configs.items())) if not d.exists else (
-                    f"compression.type={d.compression_type}")
-                table.add_row(lane.name, source, d.topic, d.codec,
-                              f"{b.max_bytes}B/{b.max_records}rec/{b.linger_ms}ms",
-                              str(d.partitions), "exists" if d.exists else "create", cfgs)
+    for route in data["routes"]:
+        for d in route["destinations"]:
+            b = d["batch"]
+            batch = f"{b['max_bytes']}B/{b['max_records']}rec/{b['linger_ms']}ms"
+            for t in d["topics"]:
+                cfgs = "" if t["configs"] is None else ", ".join(f"{k}={v}" for k, v in t["configs"].items())
+                table.add_row(d["lane"], t["source"], t["topic"], d["label"], batch,
+                              "?" if t["partitions"] is None else str(t["partitions"]), t["action"] or "?", cfgs)
+            if not d["topics"]:  # a pattern's, offline: named after each topic it matches
+                table.add_row(d["lane"], f"/{route['source_pattern']}/", d["topic_template"], d["label"], batch,
+                              "?", "?", "")
     console = Console(width=None if sys.stdout.isatty() else 200)
     console.print(table)
-    if prepared.provision.dlq is not None:
-        dlq = prepared.provision.dlq
-        console.print(f"dead-letter topic: {dlq.topic} ({'exists' if dlq.exists else 'create'})")
-    console.print(f"lanes: {conf.lanes}, group ids: {', '.join(lane.group_id for lane in prepared.plan.lanes)}")
-    for skipped in prepared.plan.skipped:
-        console.print(f"routes.{skipped.route}.source_pattern passes over {skipped.topic}: {skipped.why}")
+    dlq = data["dead_letter"]
+    if dlq is not None:
+        console.print(f"dead-letter topic: {dlq['topic']} ({dlq['action'] or 'not checked offline'})")
+    console.print(f"lanes: {data['lanes_mode']}, group ids: {', '.join(lane['group_id'] for lane in data['lanes'])}")
+    for skipped in data["skipped"]:
+        console.print(f"routes.{skipped['route']}.source_pattern passes over {skipped['topic']}: {skipped['why']}")
 
 
 ENGINE = click.option("--engine", type=Choice(list(ENGINES)), default=next(iter(ENGINES)), show_default=True,
@@ -61,13 +67,16 @@ MASTER = click.option("--master", default=None,
                            "spark-submit's own --master applies).")
 
 
-def _engine(conf: Config, engine: str, master: str | None) -> Engine:
-    """The engine named by --engine, built from the config (transcoder.engines)."""
-    entry = ENGINES[engine]
-    if master is not None and not entry.takes_master:
+def _check_master(engine: str, master: str | None) -> None:
+    if master is not None and not ENGINES[engine].takes_master:
         takers = " or ".join(name for name, e in ENGINES.items() if e.takes_master)
         raise click.UsageError(f"--master applies to --engine {takers} only")
-    return entry.build(conf, master)
+
+
+def _engine(conf: Config, engine: str, master: str | None) -> Engine:
+    """The engine named by --engine, built from the config (transcoder.engines)."""
+    _check_master(engine, master)
+    return ENGINES[engine].build(conf, master)
 
 
 @main.command()
@@ -75,18 +84,104 @@ def _engine(conf: Config, engine: str, master: str | None) -> Engine:
               envvar="TRANSCODER_CONFIG", help="The YAML config file.")
 @ENGINE
 @MASTER
-def validate(config_path: Path, engine: str, master: str | None) -> None:
+@click.option("--offline", is_flag=True,
+              help="Only the checks that need no connection (the config, its secret references, librdkafka's verdict "
+                   "on the client properties, the routes); say what is not checked. Opens no connection: for CI.")
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table: the plan for people; json: the plan and every check's outcome as one JSON document "
+                   "(its shape: docs/running.md), printed on a refusal too.")
+def validate(config_path: Path, engine: str, master: str | None, offline: bool, output_format: str) -> None:
     """Run every pre-flight check and print the plan; copy nothing, create nothing.
 
     With --engine spark, also start Spark (the Kafka connector resolved) and check each lane's checkpoint.
+    Exit 0 when every check passed, 2 when the config is refused, another code when the clusters refuse.
     """
-    conf = _load_config(config_path)
-    runner = _engine(conf, engine, master)
-    prepared = runner.prepare(create=False)
-    _print_plan(prepared, runner.config)
-    for line in runner.preflight(prepared):
+    from transcoder.config.loading import with_spark_master
+    from transcoder.engine import validation
+    from transcoder.errors import ConfigError
+
+    as_json = output_format == "json"
+
+    def emit(data: dict[str, Any]) -> None:
+        if as_json:
+            click.echo(logs.redact(json.dumps({"config": str(config_path), **data}, indent=2)))
+
+    try:
+        conf = _load_config(config_path)
+        if master is not None and offline:  # checked as the engine would, without building it
+            _check_master(engine, master)
+            conf = with_spark_master(conf, master)
+    except ConfigError as exc:
+        emit(validation.refused_data(exc, engine=engine, offline=offline))
+        raise
+    plan, checks = validation.offline_checks(conf)
+    if offline or validation.failed(checks):
+        if offline:
+            checks += validation.not_checked_offline(
+                conf, None if engine == next(iter(ENGINES)) else
+                f"the {engine} engine's own (spark: the session starts with the Kafka connector, each lane's "
+                "checkpoint belongs to this config)")
+        data = validation.plan_data(conf, plan, None, checks, engine=engine, offline=offline)
+        _report(data, as_json, emit)
+        return
+    _validate_online(_engine(conf, engine, master), engine, plan, checks, as_json, emit)
+
+
+def _validate_online(runner: Engine, engine: str, plan: Plan | None, checks: list[Check], as_json: bool,
+                     emit: Callable[[dict[str, Any]], None]) -> None:
+    """validate's checks against the clusters (the engine's prepare, then its own preflight), after the offline
+    ones passed: the table as before, or the plan as JSON; a refusal raised after the JSON is printed."""
+    from transcoder.engine import validation
+
+    try:
+        prepared = runner.prepare(create=False)
+    except TranscoderError as exc:
+        checks.append(validation.Check("clusters", "failed", logs.redact(str(exc))))
+        emit(validation.plan_data(runner.config, plan, None, checks, engine=engine, offline=False))
+        raise
+    checks.append(validation.Check(
+        "clusters", "passed", "connected; the sources exist; the destinations' partitions, compression.type, "
+        "max.message.bytes and message.timestamp.type; the brokers' zstd and record format; the dead-letter topic"))
+    data = validation.plan_data(runner.config, prepared.plan, prepared.provision, checks, engine=engine, offline=False)
+    if not as_json:
+        _print_plan(data)
+    try:
+        lines = runner.preflight(prepared)
+    except TranscoderError as exc:
+        checks.append(validation.Check("engine", "failed", logs.redact(str(exc))))
+        emit(validation.plan_data(runner.config, prepared.plan, prepared.provision, checks, engine=engine,
+                                  offline=False))
+        raise
+    checks += [validation.Check("engine", "passed", line) for line in lines]
+    if as_json:
+        emit(validation.plan_data(runner.config, prepared.plan, prepared.provision, checks, engine=engine,
+                                  offline=False))
+        return
+    for line in lines:
         click.echo(line)
     click.echo("ok: every pre-flight check passed")
+
+
+def _report(data: dict[str, Any], as_json: bool, emit: Callable[[dict[str, Any]], None]) -> None:
+    """What validate found without the clusters (offline, or a check that failed before them): the plan and the
+    checks; a failed check is a ConfigError (exit 2), after the plan is printed."""
+    from transcoder.errors import ConfigError
+
+    if as_json:
+        emit(data)
+    else:
+        _print_plan(data)
+        for c in data["checks"]:
+            if c["outcome"] != "failed":
+                click.echo(f"{c['outcome']}: {c['check']}: {c['detail']}")
+    bad = [c["detail"] if c["detail"].startswith(c["check"]) else f"{c['check']}: {c['detail']}"
+           for c in data["checks"] if c["outcome"] == "failed"]
+    if bad:
+        raise ConfigError(bad[0] if len(bad) == 1 else
+                          f"{len(bad)} checks failed:\n" + "\n".join("  " + b.replace("\n", "\n  ") for b in bad))
+    if not as_json:
+        unchecked = sum(c["outcome"] == "not checked" for c in data["checks"])
+        click.echo(f"ok: every offline check passed ({unchecked} not checked offline: above)")
 
 
 @main.command()

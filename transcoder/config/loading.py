@@ -1,5 +1,5 @@
 """Loading a config: YAML file (a key given twice is an error), TRANSCODER__* environment overrides (the only reader
-of the environment), reserved topics, one-line errors naming the line."""
+of the environment), reserved topics, errors naming every problem (config.problems) and the line of a reserved topic."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from transcoder.config import reserved
 from transcoder.config.model import Config, SparkConfig
+from transcoder.config.problems import ConfigProblems, Problem, dotted, from_validation
 from transcoder.config.reserved import Loc
 from transcoder.errors import ConfigError
 
@@ -131,15 +132,6 @@ def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any
     return raw
 
 
-def _one_line(exc: ValidationError, source: str) -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]).replace("\n", "\\n")
-        msg = err["msg"].removeprefix("Value error, ").replace("\n", " ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return f"{source}: " + "; ".join(parts)
-
-
 def _overrides(environ: Mapping[str, str]) -> dict[Loc, str]:
     """The path each TRANSCODER__* variable overrides, and its name."""
     out: dict[Loc, str] = {}
@@ -150,23 +142,23 @@ def _overrides(environ: Mapping[str, str]) -> dict[Loc, str]:
     return out
 
 
-def _where(loc: Loc, lines: Mapping[Loc, int], overrides: Mapping[Loc, str]) -> str:
-    """`line 7: routes.0.source` (the line of the key, or of the nearest entry around it that is written in the
-    file), or `TRANSCODER__...: routes.0.source` where the environment set it."""
-    path = ".".join(map(str, loc))
+def _where(loc: Loc, lines: Mapping[Loc, int], overrides: Mapping[Loc, str]) -> str | None:
+    """Where the key at `loc` is set: `line 7` (the line of the key, or of the nearest entry around it that is
+    written in the file), or the TRANSCODER__... variable that set it; None when neither is known."""
     for n in range(len(loc), 0, -1):
         if loc[:n] in overrides:
-            return f"{overrides[loc[:n]]}: {path}"
+            return overrides[loc[:n]]
     for n in range(len(loc), 0, -1):
         if loc[:n] in lines:
-            return f"line {lines[loc[:n]]}: {path}"
-    return path
+            return f"line {lines[loc[:n]]}"
+    return None
 
 
 def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None = None,
           lines: Mapping[Loc, int] | None = None) -> Config:
-    """Validate a config mapping (after env overrides), reserved topics included; ConfigError with every problem on
-    one line. `lines`: where each key is written (read_yaml), for the reserved topics' errors."""
+    """Validate a config mapping (after env overrides), reserved topics included; ConfigProblems (a ConfigError)
+    naming every problem, one per line (config.problems). `lines`: where each key is written (read_yaml), for the
+    reserved topics' errors."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -176,17 +168,18 @@ def parse(raw: Any, *, source: str = "config", environ: Mapping[str, str] | None
     try:
         config = Config.model_validate(raw, context={"environ": environ})
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc, source)) from None
+        raise ConfigProblems(source, from_validation(exc, Config)) from None
     found = list(reserved.problems(config))
     if found:
         overrides = _overrides(environ)
-        raise ConfigError(f"{source}: " + "; ".join(f"{_where(loc, lines or {}, overrides)}: {msg}"
-                                                      for loc, msg in found))
+        raise ConfigProblems(source, [Problem(dotted(loc), msg, _where(loc, lines or {}, overrides))
+                                      for loc, msg in found])
     return config
 
 
 def load(path: Path, *, environ: Mapping[str, str] | None = None) -> Config:
-    """The config in a YAML file (`parse`): ConfigError, one line naming the file, for anything wrong with it."""
+    """The config in a YAML file (`parse`): ConfigError naming the file for anything wrong with it (every problem
+    of its content, one per line)."""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -213,5 +206,5 @@ def with_spark_master(config: Config, master: str) -> Config:
     try:
         spark = SparkConfig.model_validate({**config.spark.model_dump(), "master": master})
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc, "--master")) from None
+        raise ConfigProblems("--master", from_validation(exc, SparkConfig)) from None
     return config.model_copy(update={"spark": spark})

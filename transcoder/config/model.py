@@ -29,7 +29,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from transcoder.codecs.names import BUILT_HERE, Codec, built_here, check_level
-from transcoder.config.secrets import REFERENCE, SECRET_PROPERTIES, remember, resolve_references
+from transcoder.config.secrets import resolve_properties
 
 #: Properties transcoder sets itself on every client: a user value would break a guarantee.
 _OWNED_PROPERTIES = frozenset({
@@ -55,7 +55,7 @@ class _Model(BaseModel):
     def _cross_fields(self) -> Self:
         found = list(self.problems())
         if found:
-            raise ValueError("; ".join(found))
+            raise ValidationError.from_exception_data(type(self).__name__, _value_errors(found, type(self).__name__))
         return self
 
     @model_validator(mode="wrap")
@@ -74,13 +74,19 @@ class _Model(BaseModel):
             details = [InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"],
                                         **({"ctx": e["ctx"]} if "ctx" in e else {}))  # type: ignore[typeddict-item]
                        for e in errors]
-            details.append(InitErrorDetails(type="value_error", loc=(), input=data,
-                                            ctx={"error": ValueError("; ".join(found))}))
+            details += _value_errors(found, cls.__name__)
             try:
                 merged = ValidationError.from_exception_data(cls.__name__, details)
             except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild: the original
                 raise exc from None
             raise merged from None
+
+
+def _value_errors(found: list[str], model: str, at: tuple[str, ...] = ()) -> list[InitErrorDetails]:
+    """One error per problem found, each its own line when reported (config.problems). The input named is the
+    model's name, never the values (a secret could be one)."""
+    return [InitErrorDetails(type="value_error", loc=at, input=model, ctx={"error": ValueError(problem)})
+            for problem in found]
 
 
 def _partial_problems(cls: type[_Model], data: Mapping[str, Any], invalid: set[Any],
@@ -124,25 +130,27 @@ class Cluster(_Model):
     @field_validator("config", mode="before")
     @classmethod
     def _secrets(cls, raw: Any, info: ValidationInfo) -> Any:
+        """Every property's problem at once, each at its key (cluster.config.sasl.password: ...)."""
         if not isinstance(raw, Mapping):
             return raw
         environ = (info.context or {}).get("environ", os.environ)
-        out: dict[str, Any] = {}
+        problems: dict[str, str] = {}
         for key, value in raw.items():
-            key = str(key)
-            if key in _OWNED_PROPERTIES:
-                raise ValueError(f"{key} is set by transcoder itself; remove it from the config")
-            is_ref = isinstance(value, str) and bool(REFERENCE.search(value))
-            if key in SECRET_PROPERTIES and not is_ref:
-                raise ValueError(f"{key} is a secret and must not be inline: use ${{env:VAR}} or ${{file:/path}}")
-            if is_ref:
-                try:
-                    value = resolve_references(value, environ)
-                except ValueError as exc:
-                    raise ValueError(f"{key}: {exc}") from None
-            out[key] = SecretStr(str(value)) if key in SECRET_PROPERTIES else value
-        remember(out)  # never printed from now on, in any form (transcoder.logs.REDACTOR)
-        return out
+            if str(key) in _OWNED_PROPERTIES:
+                problems[str(key)] = "set by transcoder itself; remove it from the config"
+            elif not isinstance(value, str | int | float | bool):
+                problems[str(key)] = ("a client property's value is a string, a number or true/false, not "
+                                      + ("empty" if value is None else f"a {type(value).__name__}"))
+        resolved, found = resolve_properties(
+            {str(k): v for k, v in raw.items() if str(k) not in problems}, environ,
+            inline="a secret must not be inline: use ${env:VAR}, ${file:/path} or ${file:/path:key}")
+        problems.update(found)
+        if problems:
+            ordered = [k for k in map(str, raw) if k in problems]
+            raise ValidationError.from_exception_data("Cluster.config", [
+                InitErrorDetails(type="value_error", loc=(key,), input=key, ctx={"error": ValueError(problems[key])})
+                for key in ordered])
+        return resolved
 
     def librdkafka(self) -> dict[str, Any]:
         """Properties for a confluent-kafka client, secrets revealed. Never log this dict."""

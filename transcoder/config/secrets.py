@@ -56,6 +56,31 @@ def resolve_references(value: str, environ: Mapping[str, str]) -> str:
     return REFERENCE.sub(sub, value)
 
 
+def resolve_properties(props: Mapping[str, Any], environ: Mapping[str, str], *,
+                       inline: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Client properties with their references resolved, each secret one a SecretStr; and every property's problem
+    (key -> words, never its value): a secret given inline (`inline` says what to do instead), a reference that
+    cannot be resolved. The secrets resolved are made unprintable at once (`remember`), problems or not."""
+    from pydantic import SecretStr
+
+    out: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    for key, value in props.items():
+        is_ref = isinstance(value, str) and bool(REFERENCE.search(value))
+        if key in SECRET_PROPERTIES and not is_ref:
+            problems[key] = inline
+            continue
+        if is_ref:
+            try:
+                value = resolve_references(value, environ)
+            except ValueError as exc:
+                problems[key] = str(exc)
+                continue
+        out[key] = SecretStr(str(value)) if key in SECRET_PROPERTIES else value
+    remember(out)  # never printed from now on, in any form (transcoder.logs.REDACTOR)
+    return out, problems
+
+
 def _property(line: str) -> tuple[str, str, str]:
     """One line of a Java properties file: key, separator, value (key=value, key: value, key value)."""
     line = line.strip()

@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from transcoder.config import SECRET_PROPERTIES
+from transcoder.config.problems import ConfigProblems, Problem
 from transcoder.config.secrets import remember
 from transcoder.errors import ConfigError, KafkaUnavailableError
 from transcoder.logs import RDKAFKA_LOGGER, client_debug_contexts
@@ -297,13 +298,30 @@ _FAILED_TO_CREATE = re.compile(r"^Failed to create [\w ]+: ")
 
 def check_properties(base: Mapping[str, Any], where: str) -> None:
     """ConfigError naming what librdkafka refuses in `base` (an unknown property, a value of the wrong type or
-    out of range, settings that contradict each other) and why; `where` names the config section.
+    out of range, settings that contradict each other) and why; `where` names the config section. Every property
+    refused is named, one per line: librdkafka stops at the first, so once it refuses, each property is tried alone,
+    and then what is left together.
 
     A throwaway client without bootstrap servers is built and dropped: it connects nowhere, and what it logs
     goes nowhere. The reason never shows a secret's value (it is replaced by ***).
     """
     remember(base)
     conf = {k: v for k, v in base.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
+    refused = _refusal(conf, base)
+    if refused is None:
+        return
+    alone = {k: r for k, v in conf.items() if (r := _refusal({k: v}, base)) is not None}
+    together = _refusal({k: v for k, v in conf.items() if k not in alone}, base) if alone else refused
+    reasons = [*alone.values(), *([together] if together is not None else [])]
+    hint = ": fix or remove the property (librdkafka's CONFIGURATION.md lists them)"
+    if len(reasons) == 1:
+        raise ConfigError(f"{where}: {reasons[0]}{hint}")
+    raise ConfigProblems(where, [Problem("", f"{r}{hint}") for r in reasons])
+
+
+def _refusal(conf: Mapping[str, Any], base: Mapping[str, Any]) -> str | None:
+    """Why librdkafka refuses to build a client of `conf` (secrets of `base` shown as ***), or None."""
+    conf = dict(conf)
     # A logger of its own, in no hierarchy, never enabled: what the throwaway client logs (no bootstrap servers,
     # the refused property) is said by the error, once.
     conf["logger"] = logging.Logger("transcoder.property-check", logging.CRITICAL + 1)
@@ -317,5 +335,5 @@ def check_properties(base: Mapping[str, Any], where: str) -> None:
             secret = str(base.get(key) or "")
             if secret:
                 reason = reason.replace(secret, "***")
-        raise ConfigError(f"{where}: {reason}: fix or remove the property (librdkafka's CONFIGURATION.md lists "
-                          "them)") from None
+        return reason
+    return None

@@ -99,17 +99,18 @@ def _passed_over(config: Config, topic: str, written: set[str]) -> str | None:
     return None
 
 
-def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
+def plan(config: Config, existing_topics: Iterable[str] | None) -> Plan:
     """Resolve routes against the cluster's topics. ConfigError for loops, collisions, reserved topics, no sources.
+    `existing_topics` None: not known (`validate --offline`), each pattern's sources are left unresolved (none).
 
     Literal sources are taken as given (a missing one is reported by provisioning, naming it).
     Patterns match whole topic names, never internal topics, transcoder's own, nor any topic this plan writes
     (`Plan.skipped` says which they matched). No route reads or writes a reserved topic (config.reserved).
     """
-    existing = sorted(set(existing_topics))
+    existing = sorted(set(existing_topics)) if existing_topics is not None else None
     literal_dests = {d.topic_for(r.source) for r in config.routes if r.source for d in r.destinations}
     # Everything this config could write, for any existing topic: a pattern must not read it back.
-    written = literal_dests | {d.topic_for(t) for r in config.routes for d in r.destinations for t in existing}
+    written = literal_dests | {d.topic_for(t) for r in config.routes for d in r.destinations for t in existing or ()}
     if config.errors.dlq_topic:
         written.add(config.errors.dlq_topic)
 
@@ -130,12 +131,14 @@ def plan(config: Config, existing_topics: Iterable[str]) -> Plan:
     return Plan(lanes=lanes, skipped=tuple(skipped))
 
 
-def _sources(config: Config, i: int, route: Route, existing: list[str], written: set[str],
+def _sources(config: Config, i: int, route: Route, existing: list[str] | None, written: set[str],
              skipped: list[Skipped]) -> tuple[str, ...]:
     """Route `i`'s sources: its literal one, or the existing topics its pattern matches and may copy (those passed
-    over are added to `skipped`). ConfigError when a pattern leaves none."""
+    over are added to `skipped`; none when the topics are not known). ConfigError when a pattern leaves none."""
     if route.source is not None:
         return (route.source,)
+    if existing is None:
+        return ()
     rx = re.compile(route.source_pattern or "")
     matched = [t for t in existing if rx.fullmatch(t)]
     passed = {t: why for t in matched if (why := _passed_over(config, t, written)) is not None}

@@ -72,18 +72,19 @@ def test_a_group_id_given_twice_names_both_lines(tmp_path):
 
 
 def test_validate_lists_what_a_pattern_passes_over(capsys):
-    from types import SimpleNamespace
-
     from transcoder.cli.run import _print_plan
     from transcoder.config import parse
+    from transcoder.engine.validation import plan_data
+    from transcoder.kafka.provisioning import DestinationTopic, Provision
     from transcoder.pipeline.routes import plan
 
     conf = parse({"cluster": {"bootstrap_servers": "k:9092"}, "group_id": "tour", "migration": {},
                   "routes": [{"source_pattern": "web.*|tour.*|__.*", "destinations": [{"codec": "zstd"}]}]},
                  environ={})
     p = plan(conf, ["web.access", "tour.offset-map", "__consumer_offsets"])
-    dest = SimpleNamespace(topic="web.access.zstd", exists=False, create_configs={}, codec="zstd", partitions=3)
-    _print_plan(SimpleNamespace(plan=p, provision=SimpleNamespace(destinations=[dest], dlq=None)), conf)
+    dest = DestinationTopic("web.access.zstd", "web.access", "route0.zstd", "zstd", 3, False, {}, "producer")
+    _print_plan(plan_data(conf, p, Provision(sources={}, destinations=[dest], dlq=None), [], engine="service",
+                          offline=False))
     out = capsys.readouterr().out
     assert ("routes.0.source_pattern passes over __consumer_offsets: Kafka's internal topic of the consumer groups' "
             "committed offsets") in out

@@ -1,4 +1,4 @@
-"""Every problem of a config file is reported at once, on one line: field errors, the level checks and the
+"""Every problem of a config file is reported at once, one per line: field errors, the level checks and the
 cross-field checks together (pydantic alone runs a model's cross-field checks only once all its fields are valid)."""
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ def _problems(tmp_path: Path, raw: dict) -> list[str]:
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError) as exc:
         load(path, environ={})
-    text = str(exc.value)
-    assert "\n" not in text and text.startswith(f"{path}: ")
-    return text.removeprefix(f"{path}: ").split("; ")
+    first, *lines = str(exc.value).split("\n")
+    if not lines:  # one problem: one line
+        assert first.startswith(f"{path}: ")
+        return [first.removeprefix(f"{path}: ")]
+    assert first == f"{path}: {len(lines)} problems:"
+    assert all(line.startswith("  ") for line in lines)
+    return [line.removeprefix("  ") for line in lines]
 
 
 def test_three_problems_with_a_zstd_level_of_40_are_all_reported(tmp_path):
