@@ -111,3 +111,14 @@ def test_cutover_help_says_which_gates_can_be_overridden_and_refuses_the_others(
     assert "--force" not in text  # hidden: a deprecated alias
     bad = runner.invoke(main, ["migrate", "cutover", "-c", "nope.yaml", "-g", "g", "--override", "copied"])
     assert bad.exit_code == 2 and "'copied' is not one of 'lag', 'verified', 'errors'" in bad.output
+
+
+def test_force_is_a_deprecated_alias_that_names_override(tmp_path) -> None:
+    from transcoder.cli import main
+
+    proc = CliRunner().invoke(main, ["migrate", "cutover", "-c", str(tmp_path / "none.yaml"), "-g", "g", "--force"])
+    warning = proc.output.splitlines()[0]
+    assert warning == ("transcoder: warning: --force is deprecated: it overrides lag, verified, errors (never members, "
+                       "copied, mismatch, rewind); name the gates instead: --override lag --override verified "
+                       "--override errors")
+    assert proc.exit_code == 2  # then the missing config, as without --force
