@@ -3,6 +3,8 @@ forced into a gap): pure rules, no broker."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -122,3 +124,27 @@ def test_force_is_a_deprecated_alias_that_names_override(tmp_path) -> None:
                        "copied, mismatch, rewind); name the gates instead: --override lag --override verified "
                        "--override errors")
     assert proc.exit_code == 2  # then the missing config, as without --force
+
+
+def test_a_dry_run_table_shows_each_gate_and_the_offsets_per_group(capsys) -> None:
+    from transcoder.cli.migrate import _print_dry_run
+    from transcoder.migrate.controller import DryRun
+
+    found = gates.failed(facts(lane_committed={0: 30, 1: 100}, max_lag_records=100, last_error_ms=1_000_000 - 5_000))
+    plans = [DryRun("g1", "source", "refused", gates.outcomes(found, {"errors"}), {0: 40, 1: 50}, {0: 35, 1: 47},
+                    ["errors"], gates.refusal_line("g1", gates.blocking(found, {"errors"})[0])),
+             DryRun("g2", "destination", "already", [], {0: 9}, {0: 8}, [], "already on the destination")]
+    _print_dry_run(plans, "table")
+    out = capsys.readouterr().out
+    assert "group g1 (source): refused; source offsets 0:40, 1:50 -> destination offsets 0:35, 1:47; forced: " \
+           "errors" in out
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]] for line in out.splitlines()
+            if line.count("│") > 3 and line.split("│")[1].strip() in gates.RULES}
+    assert rows["copied"][0] == "fail" and rows["errors"][0] == "overridden" and rows["lag"][0] == "pass"
+    assert "group g2 (destination): already; source offsets 0:9 -> destination offsets 0:8" in out
+    _print_dry_run(plans, "json")
+    got = json.loads(capsys.readouterr().out)
+    assert [p["outcome"] for p in got] == ["refused", "already"]
+    assert got[0]["destination_offsets"] == {"0": 35, "1": 47}
+    assert {g["gate"]: g["result"] for g in got[0]["gates"]}["copied"] == "fail"
+    assert got[0]["gates"][1]["how"].startswith("cannot be overridden: wait for the lane")
