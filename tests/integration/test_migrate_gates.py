@@ -97,3 +97,17 @@ def test_copied_and_mismatch_refuse_every_override_and_a_dry_run_prints_what_the
     copied = [r for r in read_all(kafka, source) if r[1] < 100]
     assert_exact(copied, before, consume_group(kafka, ok, dest))  # it reads the exact next records
     assert _committed_on(kafka, behind, dest, 3) == {}
+
+    # a cutover interrupted after its commit (the state still says `moving`): the dry run says it would resume with
+    # the offsets recorded, and the cutover then records the group as moved, committing nothing again
+    read_to = _committed_on(kafka, ok, dest, 3)
+    with StateStore(conf, dest) as store:
+        rec = store.read()[f"group/{ok}"]
+        store.put(f"group/{ok}", {**rec, "stage": "moving", "history": rec["history"][:-1]})
+    (plan,) = json.loads(migrate("cutover", "--config", path, "--group", ok, "--dry-run", "--format",
+                                 "json").stdout)
+    assert plan["outcome"] == "would resume" and plan["destination_offsets"] == moved["destination_offsets"]
+    assert [(g["gate"], g["result"]) for g in plan["gates"]] == [("members", "pass"), ("rewind", "pass")]
+    (again,) = json.loads(migrate("cutover", "--config", path, "--group", ok, "--format", "json").stdout)
+    assert again["outcome"] == "moved" and "its commit had landed" in again["detail"], again
+    assert _committed_on(kafka, ok, dest, 3) == read_to
