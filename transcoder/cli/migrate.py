@@ -24,6 +24,8 @@ from transcoder.cli.main import main
 from transcoder.cli.migrate_report import report
 from transcoder.cli.migrate_watch import watch
 from transcoder.cli.options import Choice
+from transcoder.errors import ExitCode
+from transcoder.migrate.gates import NEVER_OVERRIDDEN, OVERRIDABLE
 
 CONFIG = click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
                       envvar="TRANSCODER_CONFIG", help="The service's YAML config (with a `migration:` section).")
@@ -260,15 +262,73 @@ def _serve_migration_metrics(port: int, settings: Any, web_config_file: Path | N
               help="Move this share of the migration's groups (those not moved yet, in the order registered).")
 @WAIT
 @WAIT_TIMEOUT
-@click.option("--force", is_flag=True, help="Override failed gates (lag, verification, errors); logged and recorded.")
+@click.option("--override", "override_gates", multiple=True, type=click.Choice(OVERRIDABLE),
+              help="Move the group although this gate fails (repeatable): " + ", ".join(OVERRIDABLE)
+                   + "; logged and recorded with the group. " + ", ".join(NEVER_OVERRIDDEN)
+                   + " are never overridden.")
+@click.option("--force", is_flag=True, hidden=True,
+              help="Deprecated: --override for every gate that can be overridden.")
+@click.option("--dry-run", is_flag=True,
+              help="Evaluate every gate of each group and print the offsets the cutover would commit; change "
+                   "nothing. Exit 0 when every group would move, 3 when any would be refused.")
 @FORMAT
 def cutover(config_path: Path, destination: str | None, group_ids: tuple[str, ...], all_groups: bool,
-            percent: float | None, wait: bool, wait_timeout: float, force: bool, fmt: str) -> None:
-    """Move groups to the destination: commit each one's translated offsets there, once its gates pass."""
+            percent: float | None, wait: bool, wait_timeout: float, override_gates: tuple[str, ...], force: bool,
+            dry_run: bool, fmt: str) -> None:
+    """Move groups to the destination: commit each one's translated offsets there, once its gates pass.
+
+    The gates: members, copied, lag, verified, mismatch, errors, rewind (docs/migration.md). A refusal names, per
+    failed gate, the --override that would move the group past it, or that none does and what to do instead.
+    """
+    overrides = set(override_gates)
+    if force:
+        overrides.update(OVERRIDABLE)
+        click.echo(f"transcoder: warning: --force is deprecated: it overrides {', '.join(OVERRIDABLE)} (never "
+                   f"{', '.join(NEVER_OVERRIDDEN)}); name the gates instead: "
+                   + " ".join(f"--override {n}" for n in OVERRIDABLE), err=True)
+    wait_s = wait_timeout if wait else None
+    if dry_run:
+        c = _controller(config_path, destination, "cutover --dry-run")  # reads only: holds no lease
+        try:
+            with _stoppable("cutover --dry-run"):
+                plans = c.cutover_dry_run(group_ids, all_groups=all_groups, percent=percent, wait_s=wait_s,
+                                          overrides=overrides)
+        finally:
+            c.close()
+        _print_dry_run(plans, fmt)
+        if any(p.outcome == "refused" for p in plans):
+            sys.exit(ExitCode.REFUSED)
+        return
     with _stoppable("cutover"), _controller(config_path, destination, "cutover") as c:
-        moved = c.cutover(group_ids, all_groups=all_groups, percent=percent, wait_s=wait_timeout if wait else None,
-                          force=force)
+        moved = c.cutover(group_ids, all_groups=all_groups, percent=percent, wait_s=wait_s, overrides=overrides)
     _print_moves(moved, fmt, "source offsets", "destination offsets")
+
+
+def _print_dry_run(plans: list[Any], fmt: str) -> None:
+    if fmt == "json":
+        _json([{"group": p.group, "stage": p.stage, "outcome": p.outcome, "source_offsets": p.source_offsets,
+                "destination_offsets": p.destination_offsets, "forced": p.forced, "detail": p.detail,
+                "gates": [{"gate": o.name, "result": o.result, "detail": o.detail, "how": o.how} for o in p.gates]}
+               for p in plans])
+        return
+    from rich.table import Table
+
+    console = _console()
+    for p in plans:
+        offsets = "-" if p.destination_offsets is None else _offsets(p.destination_offsets)
+        console.print(f"group {p.group} ({p.stage}): {p.outcome}; source offsets {_offsets(p.source_offsets)} -> "
+                      f"destination offsets {offsets}" + (f"; forced: {', '.join(p.forced)}" if p.forced else ""),
+                      markup=False, highlight=False)
+        if p.detail:
+            console.print(p.detail, markup=False, highlight=False)
+        if not p.gates:
+            continue
+        t = Table(title_justify="left")
+        for col in ("gate", "result", "detail", "to pass"):
+            t.add_column(col)
+        for o in p.gates:
+            t.add_row(o.name, o.result, o.detail, o.how or "-")
+        console.print(t)
 
 
 @migrate.command()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from transcoder.config import Config
-from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError
+from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError, RefusedError
 from transcoder.kafka import offset_map_topic
 from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, settling, wait_settled
 from transcoder.kafka.clients import client_config, connect_admin, retriable
@@ -44,6 +44,10 @@ from transcoder.pipeline.offset_runs import PartitionMap
 log = structlog.get_logger("transcoder.migrate")
 
 STAGES = ("source", "moving", "destination", "rolling-back")
+
+
+def _members(view: groups.GroupView) -> tuple[str, ...]:
+    return tuple(f"{m.client_id}@{m.host}" for m in view.members)
 
 
 def _now_ms() -> int:
@@ -75,6 +79,21 @@ class GroupStatus:
     verified: bool
     forced: list[str] = field(default_factory=list)
     moved_ms: int | None = None
+
+
+@dataclass
+class DryRun:
+    """What a cutover would do to one group, changing nothing."""
+
+    group: str
+    stage: str
+    outcome: str  # would move | would resume | already | refused
+    gates: list[gates.Outcome]
+    source_offsets: dict[int, int]
+    #: the offsets the cutover would commit on the destination; None where the offset map cannot say (detail: why)
+    destination_offsets: dict[int, int] | None
+    forced: list[str]  # the failed gates the overrides given would override
+    detail: str = ""
 
 
 @dataclass
@@ -332,24 +351,79 @@ class Controller:
 
     # ------------------------------------------------------------------ cutover
     def cutover(self, group_ids: Iterable[str], *, all_groups: bool = False, percent: float | None = None,
-                wait_s: float | None = None, force: bool = False) -> list[Moved]:
+                wait_s: float | None = None, overrides: Collection[str] = ()) -> list[Moved]:
+        """Move each chosen group whose gates pass, or whose failed gates are all in `overrides` (gates.OVERRIDABLE
+        only); RefusedError at the first group refused (those before it stay moved)."""
+        overridden = gates.overrides(overrides)
         st = self.state()
         self._started(st)
-        chosen = self._groups(group_ids, all_groups=all_groups or percent is not None, st=st)
-        if percent is not None:
-            waiting = [g for g in chosen if st.get(f"group/{g}", {}).get("stage", "source") != "destination"]
-            chosen = waiting[:max(1, math.ceil(len(chosen) * percent / 100))] if waiting else []
+        chosen = self._chosen(group_ids, all_groups=all_groups, percent=percent, st=st)
         maps, health = self.maps()
         out = []
         for g in chosen:
-            out.append(self._cutover_one(g, st, maps, health, wait_s=wait_s, force=force))
+            out.append(self._cutover_one(g, st, maps, health, wait_s=wait_s, overridden=overridden))
             st = self.state()
             if out[-1].outcome == "moved":  # the copy's figures and lag as the group moves
                 self.payoffs.record(f"cutover:{g}", groups_moved=_moved_count(st))
         return out
 
+    def cutover_dry_run(self, group_ids: Iterable[str], *, all_groups: bool = False, percent: float | None = None,
+                        wait_s: float | None = None, overrides: Collection[str] = ()) -> list[DryRun]:
+        """What `cutover` would do to each chosen group, every gate evaluated and the offsets it would commit,
+        changing nothing: no state written, no offset committed, no lease needed (`wait_s`: wait, reading only, for
+        the group's members to leave, as the cutover would)."""
+        overridden = gates.overrides(overrides)
+        st = self.state()
+        self._started(st)
+        chosen = self._chosen(group_ids, all_groups=all_groups, percent=percent, st=st)
+        maps, health = self.maps()
+        return [self._dry_run_one(g, st, maps, health, wait_s=wait_s, overridden=overridden) for g in chosen]
+
+    def _chosen(self, group_ids: Iterable[str], *, all_groups: bool, percent: float | None,
+                st: Mapping[str, Any]) -> list[str]:
+        chosen = self._groups(group_ids, all_groups=all_groups or percent is not None, st=st)
+        if percent is not None:
+            waiting = [g for g in chosen if st.get(f"group/{g}", {}).get("stage", "source") != "destination"]
+            chosen = waiting[:max(1, math.ceil(len(chosen) * percent / 100))] if waiting else []
+        return chosen
+
+    def _source_view(self, g: str, wait_s: float | None) -> groups.GroupView:
+        """The group on the source, its members waited out first when `wait_s` is given."""
+        view = groups.describe_group(self.src_groups, g, self.r.source)
+        if view.members and wait_s is not None:
+            view = groups.wait_empty(self.src_groups, g, self.r.source, timeout_s=wait_s)
+        return view
+
+    def _gates(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
+               health: offset_map_topic.LaneHealth | None, wait_s: float | None
+               ) -> tuple[dict[int, int], list[gates.Gate]]:
+        """The group's committed source offsets, and the gates (but rewind) it fails now."""
+        view = self._source_view(g, wait_s)
+        committed = dict(view.committed)
+        ends = self.watermarks(self.r.source)
+        mismatch = st.get("mismatch", {}).get("line")
+        facts = gates.GateFacts(
+            group=g, members=_members(view), committed=committed,
+            lane_committed=self.lane_committed(), source_ends={p: h for p, (_, h) in ends.items()},
+            verified_through={int(k.split("/", 1)[1]): int(v["verified_through"]) for k, v in st.items()
+                              if k.startswith("verify/")},
+            map_source_end={p: m.source_end for p, m in maps.items()}, mismatch=mismatch,
+            last_error_ms=health.last_error_ms if health else None, now_ms=_now_ms(),
+            max_lag_records=self.mc.max_lag_records, error_window_s=self.mc.error_window_s)
+        return committed, gates.failed(facts)
+
+    def _translate(self, g: str, committed: Mapping[int, int], maps: Mapping[int, PartitionMap]) -> dict[int, int]:
+        """The destination offsets of group `g` committed at `committed` on the source (gates.forward)."""
+        # where the map does not reach back to the group's offset, whether a record lies between decides
+        starts = {p: c for p, c in committed.items() if not maps.get(p) or (maps[p].source_start or 0) > c}
+        first = self.first_records(self.r.source, starts) if starts else {}
+        first.update({p: c for p, c in committed.items() if p not in starts})
+        dest_ends = {p: h for p, (_, h) in self.watermarks(self.r.destination, destination=True).items()}
+        return gates.forward(g, committed, maps, first, dest_ends)
+
     def _cutover_one(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
-                     health: offset_map_topic.LaneHealth | None, *, wait_s: float | None, force: bool) -> Moved:
+                     health: offset_map_topic.LaneHealth | None, *, wait_s: float | None,
+                     overridden: Collection[str]) -> Moved:
         rec = dict(st.get(f"group/{g}") or {})
         stage = rec.get("stage", "source")
         if stage == "destination":
@@ -357,7 +431,9 @@ class Controller:
                          list(rec.get("forced", [])), "already on the destination")
         if stage == "moving":  # an interrupted cutover: commit the offsets it had computed
             src, dst = _ints(rec["source_offsets"]), _ints(rec["destination_offsets"])
-            self._quiet(g, self.r.source, wait_s, force)
+            refuse = gates.members_gate(g, _members(self._source_view(g, wait_s)))
+            if refuse:
+                raise RefusedError(gates.refusal_line(g, refuse))
             landed = groups.committed_on(self.dst_groups, g, self.r.destination)
             if resumed_commit_landed(landed, dst):
                 # the commit was made before the interruption (and the group may have read on since): done
@@ -366,36 +442,14 @@ class Controller:
             self._refuse_rewind("cutover", g, self.dst_groups, self.r.destination, dst)
             groups.commit_offsets(self.dst_groups, g, self.r.destination, dst)
             return self._moved(g, rec, src, dst, list(rec.get("forced", [])), "resumed an interrupted cutover")
-        view = groups.describe_group(self.src_groups, g, self.r.source)
-        if view.members and wait_s is not None:
-            view = groups.wait_empty(self.src_groups, g, self.r.source, timeout_s=wait_s)
-        committed = dict(view.committed)
-        ends = self.watermarks(self.r.source)
-        mismatch = st.get("mismatch", {}).get("line")
-        facts = gates.GateFacts(
-            group=g, members=tuple(f"{m.client_id}@{m.host}" for m in view.members), committed=committed,
-            lane_committed=self.lane_committed(), source_ends={p: h for p, (_, h) in ends.items()},
-            verified_through={int(k.split("/", 1)[1]): int(v["verified_through"]) for k, v in st.items()
-                              if k.startswith("verify/")},
-            map_source_end={p: m.source_end for p, m in maps.items()}, mismatch=mismatch,
-            last_error_ms=health.last_error_ms if health else None, now_ms=_now_ms(),
-            max_lag_records=self.mc.max_lag_records, error_window_s=self.mc.error_window_s)
-        failed = gates.failed(facts)
-        if failed and not force:
-            raise MigrationError(f"cutover of group {g} refused: " + "; ".join(x.line for x in failed)
-                                 + " (--force overrides, and is recorded)")
-        if failed and any(x.name == "members" for x in failed):
-            raise MigrationError(f"cutover of group {g} refused: {failed[0].detail}: Kafka does not let offsets of a "
-                                 "group with active members be changed, --force or not")
-        forced = [x.name for x in failed]
+        committed, failed = self._gates(g, st, maps, health, wait_s)
+        refuse, overrode = gates.blocking(failed, overridden)
+        if refuse:
+            raise RefusedError(gates.refusal_line(g, refuse))
+        forced = [x.name for x in overrode]
         if forced:
-            log.warning("cutover_gates_forced", group=g, gates=[x.line for x in failed])
-        # where the map does not reach back to the group's offset, whether a record lies between decides
-        starts = {p: c for p, c in committed.items() if not maps.get(p) or (maps[p].source_start or 0) > c}
-        first = self.first_records(self.r.source, starts) if starts else {}
-        first.update({p: c for p, c in committed.items() if p not in starts})
-        dest_ends = {p: h for p, (_, h) in self.watermarks(self.r.destination, destination=True).items()}
-        dst = gates.forward(g, committed, maps, first, dest_ends)
+            log.warning("cutover_gates_forced", group=g, gates=[f"{x.name}: {x.detail}" for x in overrode])
+        dst = self._translate(g, committed, maps)
         self._refuse_rewind("cutover", g, self.dst_groups, self.r.destination, dst)
         history = list(rec.get("history", [])) + [["moving", _now_ms()]]
         self._put(f"group/{g}", {**rec, "stage": "moving", "source_offsets": _strs(committed),
@@ -403,15 +457,48 @@ class Controller:
         groups.commit_offsets(self.dst_groups, g, self.r.destination, dst)
         return self._moved(g, {**rec, "history": history}, committed, dst, forced, "")
 
+    def _dry_run_one(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
+                     health: offset_map_topic.LaneHealth | None, *, wait_s: float | None,
+                     overridden: Collection[str]) -> DryRun:
+        rec = dict(st.get(f"group/{g}") or {})
+        stage = rec.get("stage", "source")
+        if stage == "destination":
+            return DryRun(g, stage, "already", [], _ints(rec.get("source_offsets")),
+                          _ints(rec.get("destination_offsets")), list(rec.get("forced", [])),
+                          "already on the destination")
+        if stage == "moving":  # resumed: its gates were evaluated when it started; only members and rewind left
+            src, recorded = _ints(rec["source_offsets"]), _ints(rec["destination_offsets"])
+            failed = gates.members_gate(g, _members(self._source_view(g, wait_s)))
+            landed = groups.committed_on(self.dst_groups, g, self.r.destination)
+            if not resumed_commit_landed(landed, recorded):
+                failed += gates.rewind_gate(self.r.destination, gates.rewinds(landed, recorded))
+            found = [o for o in gates.outcomes(failed, ()) if o.name in ("members", "rewind")]
+            return DryRun(g, stage, "refused" if failed else "would resume", found, src, recorded,
+                          list(rec.get("forced", [])), "an interrupted cutover: it commits the offsets it computed")
+        committed, failed = self._gates(g, st, maps, health, wait_s)
+        dst: dict[int, int] | None = None
+        detail = ""
+        try:
+            dst = self._translate(g, committed, maps)
+        except MigrationError as exc:  # the map cannot say: the group's row says why, and it would be refused
+            detail = str(exc)
+        if dst is not None:
+            failed += gates.rewind_gate(self.r.destination,
+                                        gates.rewinds(groups.committed_on(self.dst_groups, g, self.r.destination), dst))
+        refuse, overrode = gates.blocking(failed, overridden)
+        return DryRun(g, stage, "refused" if refuse or dst is None else "would move",
+                      gates.outcomes(failed, overridden), committed, dst, [x.name for x in overrode],
+                      detail or (gates.refusal_line(g, refuse) if refuse else ""))
+
     def _refuse_rewind(self, step: str, g: str, ga: groups.GroupAdmin, topic: str, offsets: Mapping[int, int]
                        ) -> None:
-        """MigrationError (nothing committed) if committing `offsets` would move group `g` backwards on `topic`."""
+        """RefusedError (nothing committed) if committing `offsets` would move group `g` backwards on `topic`."""
         found = gates.rewinds(groups.committed_on(ga, g, topic), offsets)
         if found:
             log.info("rewind_refused", step=step, group=g, topic=topic,
                      partitions={r.partition: [r.committed, r.translated] for r in found})
-            raise MigrationError(gates.rewind_line(step, g, topic, found), topic=topic,
-                                 partition=found[0].partition, offset=found[0].committed)
+            raise RefusedError(gates.rewind_line(step, g, topic, found), topic=topic,
+                               partition=found[0].partition, offset=found[0].committed)
 
     def _moved(self, g: str, rec: Mapping[str, Any], src: dict[int, int], dst: dict[int, int], forced: list[str],
                detail: str) -> Moved:

@@ -1,32 +1,145 @@
 """The cutover gates, and the translation of a group's offsets: pure rules over facts the controller gathered.
 
-A group moves to the destination only when (each gate can be overridden with --force, which is recorded):
+A group moves to the destination only when it passes every gate of RULES (one table: what each checks, whether it
+can be overridden, what to do when it refuses):
 
-- members:  it has no active members (a running consumer would keep committing on the source);
-- copied:   the lane has committed past the group's offsets (every record before them is copied and mapped);
-- lag:      the lane's lag is at most `migration.max_lag_records` on every partition;
+- members:  it has no active members (a running consumer would keep committing on the source); never overridden:
+            Kafka does not let a live group's offsets be changed: stop the consumers, or --wait;
+- copied:   the lane has committed past the group's offsets (every record before them is copied and mapped); never
+            overridden: moving before it would skip the records not copied yet (a gap);
+- lag:      the lane's lag is at most `migration.max_lag_records` on every partition; `--override lag`;
 - verified: content verification reached the group's offsets (or all that was copied, with nothing between);
-- mismatch: no verification mismatch is recorded;
-- errors:   the lane reported no failed record within `migration.error_window_s`.
+            `--override verified`;
+- mismatch: no verification mismatch is recorded; never overridden: the copy differs from the source;
+- errors:   the lane reported no failed record within `migration.error_window_s`; `--override errors`;
+- rewind:   the translated offsets are not below the group's committed offsets on the destination (checked once
+            they are computed); never overridden: the group would read records again.
+
+An override is by name and recorded with the group (`forced`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from transcoder.errors import MigrationError
+from transcoder.errors import ConfigError, MigrationError
 from transcoder.pipeline.offset_runs import PartitionMap
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One gate of the table: what it checks, whether `--override NAME` may move a group past it, and what to do
+    when it refuses (for a gate that cannot be overridden: instead)."""
+
+    name: str
+    checks: str
+    overridable: bool
+    remedy: str
+
+
+#: Every gate, in the order they are checked and reported.
+RULES: dict[str, Rule] = {r.name: r for r in (
+    Rule("members", "the group has no active member on the source", False,
+         "stop the group's consumers, or give --wait (Kafka does not let a live group's offsets be changed)"),
+    Rule("copied", "the lane has copied past the group's offsets on every partition", False,
+         "wait for the lane to copy up to the group: check that `transcoder run` runs and its lag falls"),
+    Rule("lag", "the lane's lag is at most migration.max_lag_records on every partition", True,
+         "wait for the lane to catch up"),
+    Rule("verified", "verification reached the group's offsets", True, "run `transcoder migrate verify`"),
+    Rule("mismatch", "no verification mismatch is recorded", False,
+         "find and fix the mismatch's cause, then run `transcoder migrate verify` (a pass without one clears it)"),
+    Rule("errors", "the lane failed no record within migration.error_window_s", True,
+         "look at the lane's errors, or wait for migration.error_window_s to pass"),
+    Rule("rewind", "the translated offsets are not below the group's committed offsets on the destination", False,
+         "the group has read the copy further than the migration's state says (was the state topic lost or "
+         "reset?): find out which is right before doing anything else"),
+)}
+
+#: The gates `--override NAME` may override; the others never move a group, whatever is given.
+OVERRIDABLE: tuple[str, ...] = tuple(n for n, r in RULES.items() if r.overridable)
+NEVER_OVERRIDDEN: tuple[str, ...] = tuple(n for n, r in RULES.items() if not r.overridable)
+
+
+def override_flag(name: str) -> str:
+    return f"--override {name}"
+
+
+@dataclass(frozen=True)
 class Gate:
+    """A gate the group failed, and why."""
+
     name: str
     detail: str
 
     @property
+    def rule(self) -> Rule:
+        return RULES[self.name]
+
+    @property
+    def how(self) -> str:
+        """What would let the group pass: the gate's remedy, and the flag that overrides it or that none does."""
+        r = self.rule
+        if r.overridable:
+            return f"{r.remedy}, or override: {override_flag(r.name)}"
+        return f"cannot be overridden: {r.remedy}"
+
+    @property
     def line(self) -> str:
-        return f"{self.name}: {self.detail}"
+        return f"{self.name}: {self.detail} ({self.how})"
+
+
+def overrides(names: Iterable[str]) -> frozenset[str]:
+    """The gates named to be overridden; ConfigError naming one that does not exist or is never overridden."""
+    out = frozenset(names)
+    for n in sorted(out):
+        if n not in RULES:
+            raise ConfigError(f"--override {n}: no such gate; the gates that can be overridden: "
+                              f"{', '.join(OVERRIDABLE)}")
+        if not RULES[n].overridable:
+            raise ConfigError(f"--override {n}: the {n} gate cannot be overridden ({RULES[n].remedy}); the gates "
+                              f"that can be: {', '.join(OVERRIDABLE)}")
+    return out
+
+
+def blocking(found: Iterable[Gate], overridden: Collection[str]) -> tuple[list[Gate], list[Gate]]:
+    """(the failed gates that still refuse the group, the failed gates overridden): a gate that cannot be
+    overridden refuses whatever `overridden` names."""
+    refuse: list[Gate] = []
+    forced: list[Gate] = []
+    for g in found:
+        (forced if g.rule.overridable and g.name in overridden else refuse).append(g)
+    return refuse, forced
+
+
+def refusal_line(group: str, refuse: list[Gate]) -> str:
+    """One line naming every gate that refuses the group, each with the flag that overrides it or what to do."""
+    return f"cutover of group {group} refused: " + "; ".join(g.line for g in refuse) + "; nothing was committed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A gate's outcome for one group (a dry run prints every gate's)."""
+
+    name: str
+    result: str  # pass | fail | overridden
+    detail: str  # what is wrong; for a passing gate, what it checked
+    how: str  # for a failed gate: the flag that overrides it, or that none does and what to do instead
+
+
+def outcomes(found: Iterable[Gate], overridden: Collection[str]) -> list[Outcome]:
+    """Every gate of RULES, in order: passed, failed (with how to pass), or failed and overridden."""
+    by_name = {g.name: g for g in found}
+    out = []
+    for name, rule in RULES.items():
+        g = by_name.get(name)
+        if g is None:
+            out.append(Outcome(name, "pass", rule.checks, ""))
+        elif rule.overridable and name in overridden:
+            out.append(Outcome(name, "overridden", g.detail, f"overridden by {override_flag(name)}"))
+        else:
+            out.append(Outcome(name, "fail", g.detail, g.how))
+    return out
 
 
 @dataclass(frozen=True)
@@ -49,13 +162,17 @@ class GateFacts:
     partitions: tuple[int, ...] = field(default=())
 
 
+def members_gate(group: str, members: Collection[str]) -> list[Gate]:
+    """The `members` gate alone ("client.id@host" of each active member): a resumed cutover checks only it."""
+    if not members:
+        return []
+    return [Gate("members", f"group {group} has {len(members)} active member(s): {', '.join(members)}")]
+
+
 def failed(f: GateFacts) -> list[Gate]:
     """The gates the group does not pass, each with what is wrong (empty: it may move)."""
-    out: list[Gate] = []
+    out: list[Gate] = members_gate(f.group, f.members)
     parts = f.partitions or tuple(sorted(f.committed))
-    if f.members:
-        out.append(Gate("members", f"group {f.group} has {len(f.members)} active member(s): "
-                                   f"{', '.join(f.members)} (stop them, or use --wait)"))
     lane = f.lane_committed
     if lane is not None:  # a partition never written to has nothing to copy: the lane is at its end
         lane = {**{p: 0 for p in parts if f.source_ends.get(p, 0) == 0}, **lane}
@@ -84,7 +201,7 @@ def failed(f: GateFacts) -> list[Gate]:
     if unverified:
         p, v = unverified[0]
         out.append(Gate("verified", f"verification reached offset {max(v, 0)} of partition {p}, the group is at "
-                                    f"{f.committed[p]}: run `transcoder migrate verify`"))
+                                    f"{f.committed[p]}"))
     if f.mismatch:
         out.append(Gate("mismatch", f"verification found a mismatch: {f.mismatch}"))
     if f.last_error_ms is not None and f.now_ms - f.last_error_ms < f.error_window_s * 1000:
@@ -160,17 +277,26 @@ def rewinds(current: Mapping[int, int], translated: Mapping[int, int]) -> list[R
     """Partitions where `translated` is below the group's `current` committed offset, by partition.
 
     A cutover (on the destination) or a rollback (on the source) that committed those would deliver the records
-    between them again: it is refused, --force or not. Partitions without a current commit never rewind.
+    between them again: it is refused, whatever is overridden. Partitions without a current commit never rewind.
     """
     return [Rewind(p, current[p], t) for p, t in sorted(translated.items()) if p in current and t < current[p]]
 
 
-def rewind_line(step: str, group: str, topic: str, found: list[Rewind]) -> str:
-    """One line naming the first rewind (group, topic, partition, both offsets) and how many more there are."""
+def rewind_gate(topic: str, found: list[Rewind]) -> list[Gate]:
+    """The `rewind` gate (a dry run reports it beside the others; a cutover refuses with rewind_line)."""
+    return [Gate("rewind", _rewind_detail(topic, found))] if found else []
+
+
+def _rewind_detail(topic: str, found: list[Rewind]) -> str:
     r = found[0]
     more = f" (and {len(found) - 1} more partition(s))" if len(found) > 1 else ""
     behind = sum(x.committed - x.translated for x in found)
-    return (f"{step} of group {group} refused: it would move the group backwards on {topic} [{r.partition}] from its "
-            f"committed offset {r.committed} to {r.translated}{more}, delivering {behind:,} record(s) again; the "
+    return (f"it would move the group backwards on {topic} [{r.partition}] from its committed offset {r.committed} "
+            f"to {r.translated}{more}, delivering {behind:,} record(s) again")
+
+
+def rewind_line(step: str, group: str, topic: str, found: list[Rewind]) -> str:
+    """One line naming the first rewind (group, topic, partition, both offsets) and how many more there are."""
+    return (f"{step} of group {group} refused: {_rewind_detail(topic, found)}; the "
             f"group has read {topic} further than the migration's state says (was the state topic lost or reset?): "
-            "nothing was committed" + (", --force or not" if step == "cutover" else ""))
+            "nothing was committed" + ("; a rewind cannot be overridden" if step == "cutover" else ""))

@@ -29,4 +29,5 @@ def test_evaluate_current_names_current_not_codecs():
 def test_a_rollbacks_rewind_names_no_force_option():
     found = [Rewind(0, 900, 100)]
     assert "--force" not in rewind_line("rollback", "g", "orders", found)
-    assert rewind_line("cutover", "g", "orders.zstd", found).endswith("nothing was committed, --force or not")
+    assert rewind_line("cutover", "g", "orders.zstd", found).endswith(
+        "nothing was committed; a rewind cannot be overridden")
