@@ -21,6 +21,7 @@ import click
 
 from transcoder.cli.main import main
 from transcoder.cli.migrate_watch import watch
+from transcoder.errors import DataLossError, Interrupted, RefusedError, TranscoderError
 
 CONFIG = click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
                       envvar="TRANSCODER_CONFIG", help="The service's YAML config (with a `migration:` section).")
@@ -42,20 +43,12 @@ def _console() -> Any:
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
-class Interrupted(BaseException):
-    """SIGTERM or SIGINT, raised in the main thread so that every `with` on the way out runs (the controller's
-    lease is released); a BaseException, so no `except Exception` on the way swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 @contextlib.contextmanager
 def _stoppable(command: str) -> Iterator[None]:
     """Run a controller step so that SIGTERM/SIGINT end it cleanly: the handler only raises Interrupted (once; a
-    second signal while the step cleans up is ignored), the lease is released by the controller's `with`, and the
-    process exits 128 + the signal's number (143, 130) with one line."""
+    second signal while the step cleans up is ignored), the lease is released by the controller's `with` (every
+    `with` on the way out runs), and the process exits 128 + the signal's number (143, 130: ExitCode.SIGTERM,
+    SIGINT) with one line."""
     got: list[int] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -69,9 +62,8 @@ def _stoppable(command: str) -> Iterator[None]:
         yield
     except Interrupted as exc:
         name = signal.Signals(exc.signum).name
-        click.echo(f"transcoder: error: migrate {command} stopped by {name} (its lease released on the way out, or "
-                   "the failure logged): run it again to resume", err=True)
-        sys.exit(128 + exc.signum)
+        raise Interrupted(exc.signum, f"migrate {command} stopped by {name} (its lease released on the way out, or "
+                                      "the failure logged): run it again to resume") from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -176,11 +168,12 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
                metrics_port: int | None, progress_every: float) -> None:
     """Compare the copy with the source, record by record (key, value, headers, timestamp), range by range.
 
-    Exit 0: equal up to what is copied; 1: a mismatch (named: partition, offsets, field).
+    Exit 0: equal up to what is copied; 3: a difference (named: partition, offsets, field); 4: records lost from
+    the source before they were copied.
     """
     stop = threading.Event()
     metrics = None
-    seen: set[tuple[int, int]] = set()  # mismatches reported: (partition, source offset)
+    seen: dict[tuple[int, int], Any] = {}  # mismatches reported, by (partition, source offset)
     command = "verify --follow" if follow else "verify"
     with _stoppable(command), _controller(config_path, destination, command) as c:
         if follow:  # --follow ends on a signal as it always has: the pass finishes, exit 0, the lease released
@@ -196,7 +189,7 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
             results = c.verify(progress)
             found = [r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None]
             new = [m for m in found if (m.partition, m.source_offset) not in seen]
-            seen.update((m.partition, m.source_offset) for m in found)
+            seen.update(((m.partition, m.source_offset), m) for m in found)
             if metrics is not None:
                 metrics.verified(c.r.destination, {p: r.verified_through for p, r in results.items()},
                                  mismatches=len(new))
@@ -216,7 +209,19 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
             if not follow or stop.wait(interval):
                 break
     if seen:
-        sys.exit(1)
+        raise verification_failed(list(seen.values()))
+
+
+def verification_failed(found: list[Any]) -> TranscoderError:
+    """What ends a verification that found mismatches (compare.Mismatch, each printed already): DataLossError (4)
+    when records were lost from the source before they were copied, else RefusedError (3): the copy differs."""
+    first = next((m for m in found if m.lost), found[0])
+    more = f" (and {len(found) - 1} more mismatches)" if len(found) > 1 else ""
+    if first.lost:
+        return DataLossError(f"verification found records lost from the source before they were copied: "
+                             f"{first.line}{more}", partition=first.partition, offset=first.source_offset)
+    return RefusedError(f"verification found the copy differs from the source: {first.line}{more}",
+                        partition=first.partition, offset=first.source_offset)
 
 
 def _serve_migration_metrics(port: int) -> Any:

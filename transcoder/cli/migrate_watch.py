@@ -14,7 +14,7 @@ from click.core import ParameterSource
 
 from transcoder.cli.main import ByteSize, bootstrap, properties
 from transcoder.codecs import CODECS
-from transcoder.errors import ConfigError, TranscoderError
+from transcoder.errors import ConfigError, Interrupted, TranscoderError
 
 FORMATS = ("table", "json")
 
@@ -143,7 +143,7 @@ def _follow(watcher: Any, since: str, fmt: str, interval: float, count: int | No
             if count is not None and taken >= count:
                 return
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):  # --follow ends on a signal: its normal end, exit 0
         return
     finally:
         if endpoints is not None:
