@@ -134,16 +134,17 @@ def local_kafka_logs(kafka: Any, lines: int, follow: bool, node: int | None) -> 
     if not log.exists():
         raise ConfigError(f"no broker log at {log}: the {'node' if node is not None else 'broker'} was never "
                           "started there")
-    with log.open(errors="replace") as f:
+    # --follow ends on a signal: its normal end, exit 0 (without --follow, 143/130 as for any command)
+    ends = (KeyboardInterrupt, Interrupted) if follow else ()
+    with contextlib.suppress(*ends), log.open(errors="replace") as f:
         for line in deque(f, maxlen=lines):
             click.echo(line, nl=False)
-        with contextlib.suppress(KeyboardInterrupt, Interrupted):  # --follow ends on a signal: its normal end, 0
-            while follow:
-                line = f.readline()
-                if line:
-                    click.echo(line, nl=False)
-                else:
-                    time.sleep(0.5)
+        while follow:
+            line = f.readline()
+            if line:
+                click.echo(line, nl=False)
+            else:
+                time.sleep(0.5)
 
 
 @local_kafka.command("down")

@@ -301,3 +301,19 @@ def test_sigterm_before_a_command_finished_exits_143(tmp_path):
             proc.wait()
     assert proc.returncode == ExitCode.SIGTERM, err
     assert _one_error_line(err) == "transcoder: error: stopped by SIGTERM before finishing"
+
+
+def test_a_follow_mode_ended_by_sigterm_exits_0(tmp_path):
+    """`local-kafka logs --follow` (like `migrate watch --follow`) ends on a signal as its normal end: exit 0."""
+    (tmp_path / "broker.log").write_text("first line\n")
+    proc = subprocess.Popen([sys.executable, "-m", "transcoder", "local-kafka", "--state-dir", str(tmp_path), "logs",
+                             "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "first line\n"  # following now
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err) == (ExitCode.OK, "")
