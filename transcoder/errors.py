@@ -2,38 +2,53 @@
 
 Imports nothing of transcoder. An error carries, where they exist, the topic, partition and offset
 at fault and Kafka's error name, as fields (for code, logs and metrics) and in its one-line
-message (for people); `retriable` is what the retry policies read.
+message (for people); `retriable` is what the retry policies read; `exit_code` is the command's exit status
+when the error ends it (one of ExitCode: the CLI's handler, transcoder.cli.main, exits with nothing else).
 """
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """The exit statuses of every `transcoder` command: one table (docs/reference/exit-codes.md), one place."""
+    """The exit statuses of every `transcoder` command: one table (docs/reference/exit-codes.md, rendered from
+    these members and their meanings by transcoder.cli.exit_codes), one place."""
 
-    OK = 0
-    #: an error outside the classes below (a record could not be delivered, a topic cannot be used)
-    FAILED = 1
-    #: bad command line, configuration or input: nothing was started
-    USAGE = 2
-    #: a migration gate refused, or verification found a difference between the copy and the source
-    REFUSED = 3
-    #: records the copy needed were lost from the source (retention, truncation, an unclean election)
-    DATA_LOSS = 4
-    #: Kafka (or Spark) did not answer
-    UNAVAILABLE = 5
-    #: stopped by SIGINT (128 + 2) / SIGTERM (128 + 15) before finishing
-    SIGINT = 130
-    SIGTERM = 143
+    meaning: str
+
+    def __new__(cls, value: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    OK = 0, "the command did what it was asked"
+    FAILED = 1, ("an error outside the classes below: a record could not be delivered, a topic cannot be used, a "
+                 "migration step was refused for another reason than a gate (an unknown group, a lease held by "
+                 "another controller)")
+    USAGE = 2, "bad command line, configuration or input: nothing was started"
+    REFUSED = 3, ("a migration gate refused, or verification found a difference between the copy and the source: "
+                  "nothing was changed")
+    DATA_LOSS = 4, ("records the copy needed were lost from the source before they were copied (retention, "
+                    "DeleteRecords, truncation, a topic deleted and recreated)")
+    UNAVAILABLE = 5, ("what the command talks to did not answer: Kafka (address, network, TLS or SASL), a Spark "
+                      "master, a running instance's /status, or no local broker runs")
+    SIGINT = 130, "stopped by SIGINT (128 + 2) before finishing"
+    SIGTERM = 143, "stopped by SIGTERM (128 + 15) before finishing"
+
+    @classmethod
+    def for_signal(cls, signum: int) -> ExitCode:
+        """The status of a command stopped by `signum` (SIGINT or SIGTERM) before finishing."""
+        return {signal.SIGINT: cls.SIGINT, signal.SIGTERM: cls.SIGTERM}[signal.Signals(signum)]
 
 
 class TranscoderError(Exception):
     """Root of every error transcoder reports to a user as one line and a non-zero exit."""
 
     #: exit status the CLI uses for this error
-    exit_code: int = 1
+    exit_code: ExitCode = ExitCode.FAILED
     #: True where trying again later may succeed (a broker restarting, a leader moving)
     retriable: bool = False
 
@@ -59,19 +74,30 @@ class TranscoderError(Exception):
 class ConfigError(TranscoderError):
     """Bad configuration or command-line input: nothing was started."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class InputError(TranscoderError):
     """Input data that cannot be read: a missing file, a malformed NDJSON line."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
-class KafkaUnavailableError(TranscoderError):
-    """The cluster did not answer: wrong bootstrap address, broker down, network."""
+class UnavailableError(TranscoderError):
+    """What the command talks to did not answer: Kafka, a Spark master, a running instance's endpoints."""
+
+    exit_code = ExitCode.UNAVAILABLE
+
+
+class KafkaUnavailableError(UnavailableError):
+    """The cluster did not answer: wrong bootstrap address, broker down, network (or refused the connection: TLS,
+    SASL, where `retriable` is False)."""
 
     retriable = True
+
+
+class SparkUnavailableError(UnavailableError):
+    """The Spark master did not answer (none of a standalone master's addresses, or the master Spark gave up on)."""
 
 
 class TopicError(TranscoderError):
@@ -105,3 +131,15 @@ class DataLossError(TranscoderError):
     """Records the copy needed are gone from the source (deleted by retention or truncated before being copied)."""
 
     exit_code = ExitCode.DATA_LOSS
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT, raised in the main thread so that every `with` and `finally` on the way out runs; a
+    BaseException (as KeyboardInterrupt is), so that no `except Exception` on the way swallows it. The CLI's handler
+    exits with `exit_code` (143, 130) and the message as one line."""
+
+    def __init__(self, signum: int, message: str | None = None) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(message or f"stopped by {name} before finishing")
+        self.signum = signum
+        self.exit_code = ExitCode.for_signal(signum)

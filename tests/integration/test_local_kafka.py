@@ -100,7 +100,7 @@ def test_up_status_down_from_the_cache(kafka, tmp_path):
         down = run_cli("local-kafka", "down", env=env)
     assert down.returncode == 0, down.stderr
     assert _java_processes_using(state) == []
-    assert run_cli("local-kafka", "status", env=env).returncode == 1
+    assert run_cli("local-kafka", "status", env=env).returncode == 5  # ExitCode.UNAVAILABLE: none runs
 
 
 def test_up_on_a_taken_port_is_one_line_and_leaves_nothing_running(tmp_path):
@@ -166,7 +166,7 @@ def test_up_brokers_3_status_down(tmp_path):
     assert f"stopped the Kafka cluster of 3 nodes at {bootstrap}" in down.stderr
     assert _java_processes_using(state) == []
     assert not any(state.glob("node-*/data"))
-    assert run_cli("local-kafka", "status", env=env).returncode == 1
+    assert run_cli("local-kafka", "status", env=env).returncode == 5  # ExitCode.UNAVAILABLE: none runs
 
 
 def test_brokers_out_of_range_is_one_line_and_exit_2(tmp_path):

@@ -228,7 +228,7 @@ def test_a_corrupted_destination_record_is_found_and_cutover_refuses(kafka, topi
     consume_group(kafka, group, source, stop_after=300)  # the group reads past 500: up to 700
     migrate("start", "--config", path, "--group", group)
     proc = migrate("verify", "--config", path, ok=False)
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # ExitCode.REFUSED: the copy differs
     assert f"partition 0: source offset 500 / destination offset {landed[0]}: value" in proc.stderr + proc.stdout
     proc = migrate("cutover", "--config", path, "--group", group, ok=False)
     assert proc.returncode != 0 and "cutover of group" in proc.stderr and "mismatch" in proc.stderr

@@ -111,7 +111,7 @@ def test_missing_file_is_one_line_and_exit_2(kafka, tmp_path):
 
 def test_unreachable_bootstrap_is_one_line_and_non_zero():
     proc = run_cli("seed", "--kind", "nginx", "--count", "10", "--topic", "t", "-b", "127.0.0.1:1")
-    assert proc.returncode == 1
+    assert proc.returncode == 5  # ExitCode.UNAVAILABLE
     line = _one_error_line(proc)
     assert "cannot reach Kafka at 127.0.0.1:1" in line
 

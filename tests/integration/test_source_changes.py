@@ -30,7 +30,7 @@ from confluent_kafka.admin import NewPartitions, NewTopic
 from tests.support.configs import make_config
 from tests.support.records import read_all
 from tests.support.running import ServiceThread
-from transcoder.errors import TranscoderError
+from transcoder.errors import DataLossError, TranscoderError
 from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.metrics.registry import Metrics
 from transcoder.migrate.compare import LOST_IN_SOURCE, NOT_COPIED, RECREATED
@@ -83,6 +83,7 @@ def test_records_deleted_before_they_were_copied_stop_the_lane_then_continue(
     with pytest.raises(TranscoderError) as stopped:
         Service(conf, metrics=metrics).run(until_caught_up=True)
     line = str(stopped.value)
+    assert isinstance(stopped.value, DataLossError) and stopped.value.exit_code == 4, type(stopped.value)
     assert f"source records 100..249 of {source} [0] (150) were deleted before they were copied" in line, line
     assert "on_source_loss: stop" in line and "\n" not in line
     assert (stopped.value.topic, stopped.value.partition, stopped.value.offset) == (source, 0, 100)
@@ -269,7 +270,7 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
         [ConsumerGroupTopicPartitions(group, [TopicPartition(source, 0)])])[group].result()
     offset = committed.topic_partitions[0].offset
     if on_source_loss == "stop":
-        assert len(failed) == 1 and isinstance(failed[0], TranscoderError), failed
+        assert len(failed) == 1 and isinstance(failed[0], DataLossError), failed  # `run` exits 4
         line = str(failed[0])
         assert f"source topic {source} was deleted and recreated (topic id {old_id} is now {new_id})" in line, line
         assert "on_source_loss: stop" in line and "\n" not in line
@@ -333,6 +334,7 @@ def test_a_source_topic_recreated_between_runs_is_found_from_the_offset_map(
     assert f"records of the old topic from offset {copied} on were lost before they were copied (how many unknown" \
         in line, line
     assert "on_source_loss: stop" in line and "\n" not in line
+    assert isinstance(stopped.value, DataLossError), type(stopped.value)  # `run` exits 4
     assert (stopped.value.topic, stopped.value.partition, stopped.value.offset) == (source, 0, copied)
     assert _lost(metrics, source) == 0  # how many is unknown (the old topic's end was never seen): none invented
     assert [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)] == old  # nothing of the new topic copied

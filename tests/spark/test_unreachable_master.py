@@ -27,7 +27,7 @@ def test_an_unreachable_master_is_one_line_at_once(kafka, topic_factory, tmp_pat
                                               spark={"master": f"spark://127.0.0.1:{port}",
                                                      "checkpoint_location": str(tmp_path / "checkpoints")})))
     proc = run_cli("run", "--engine", "spark", "--config", str(path), "--until-caught-up")
-    assert proc.returncode != 0
+    assert proc.returncode == 5  # ExitCode.UNAVAILABLE: Spark did not answer
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

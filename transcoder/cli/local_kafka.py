@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ import click
 from transcoder.cli.help import InOrder
 from transcoder.cli.main import main
 from transcoder.cli.options import option
-from transcoder.errors import ConfigError
+from transcoder.errors import ConfigError, Interrupted, UnavailableError
 
 
 @main.group("local-kafka", cls=InOrder, order=("fetch", "up", "status", "logs", "down"))
@@ -105,7 +105,7 @@ def _secured_lines(st: Any) -> list[str]:
 @local_kafka.command("status")
 @click.pass_obj
 def local_kafka_status(kafka: Any) -> None:
-    """Print the bootstrap address and data directory (a cluster: each node's); exit 1 when none runs."""
+    """Print the bootstrap address and data directory (a cluster: each node's); exit 5 when none runs."""
     cst = _cluster(kafka).state()
     if cst is not None:
         click.echo(f"bootstrap {cst.bootstrap}\nversion {cst.version}")
@@ -115,8 +115,8 @@ def local_kafka_status(kafka: Any) -> None:
         return
     st = kafka.state()
     if st is None:
-        click.echo(f"not running (state dir {kafka.state_dir})", err=True)
-        sys.exit(1)
+        raise UnavailableError(f"no local broker runs (state dir {kafka.state_dir}): start one with "
+                               "`transcoder local-kafka up`")
     click.echo(f"bootstrap {st.bootstrap}\ndata_dir {st.data_dir}\npid {st.pid}\nversion {st.version}\n"
                f"log {st.log_file}")
     if st.sasl_ssl_bootstrap:
@@ -136,7 +136,9 @@ def local_kafka_logs(kafka: Any, lines: int, follow: bool, node: int | None) -> 
     if not log.exists():
         raise ConfigError(f"no broker log at {log}: the {'node' if node is not None else 'broker'} was never "
                           "started there")
-    with log.open(errors="replace") as f:
+    # --follow ends on a signal: its normal end, exit 0 (without --follow, 143/130 as for any command)
+    ends = (KeyboardInterrupt, Interrupted) if follow else ()
+    with contextlib.suppress(*ends), log.open(errors="replace") as f:
         for line in deque(f, maxlen=lines):
             click.echo(line, nl=False)
         while follow:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +14,7 @@ import click
 
 from transcoder import __version__, logs
 from transcoder.cli.help import Sectioned
-from transcoder.errors import ConfigError, TranscoderError
+from transcoder.errors import ConfigError, Interrupted, TranscoderError
 
 
 def _refused_properties(exc: Exception) -> str | None:
@@ -31,21 +35,49 @@ def _refused_properties(exc: Exception) -> str | None:
 
 
 class _Cli(Sectioned):
-    """Turns every TranscoderError, and librdkafka refusing a client property, into one line on stderr and a
-    non-zero exit status."""
+    """The one place a command's exit status is decided (errors.ExitCode, docs/reference/exit-codes.md): every
+    TranscoderError, librdkafka refusing a client property, and SIGTERM or SIGINT before the command finished,
+    become one line on stderr and the status of their class. Click's own usage errors exit 2 (USAGE) by themselves.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except TranscoderError as exc:
-            click.echo(logs.redact(f"transcoder: error: {exc}"), err=True)
-            ctx.exit(exc.exit_code)
-        except Exception as exc:
-            reason = _refused_properties(exc)
-            if reason is None:
-                raise
-            click.echo(logs.redact(f"transcoder: error: {reason}"), err=True)
-            ctx.exit(ConfigError.exit_code)
+        with _signals_interrupt():
+            try:
+                return super().invoke(ctx)
+            except TranscoderError as exc:
+                click.echo(logs.redact(f"transcoder: error: {exc}"), err=True)
+                ctx.exit(exc.exit_code)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+                click.echo(logs.redact(f"transcoder: error: {stopped}"), err=True)
+                ctx.exit(stopped.exit_code)
+            except Exception as exc:
+                reason = _refused_properties(exc)
+                if reason is None:
+                    raise
+                click.echo(logs.redact(f"transcoder: error: {reason}"), err=True)
+                ctx.exit(ConfigError.exit_code)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM raises Interrupted in the main thread, as SIGINT raises KeyboardInterrupt: a command stopped before
+    finishing cleans up on the way out (its `with`s and `finally`s) and exits 143, not killed by the signal with
+    nothing said. Commands whose normal end is a signal (`run`, `--follow`) set handlers of their own. Only the
+    main thread can set a handler (a command invoked from another thread, in tests, keeps the default)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(signum: int, _frame: Any) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # once: a second SIGTERM while cleaning up does not cut it short
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ByteSize(click.ParamType):

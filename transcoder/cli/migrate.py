@@ -24,7 +24,7 @@ from transcoder.cli.main import main
 from transcoder.cli.migrate_report import report
 from transcoder.cli.migrate_watch import watch
 from transcoder.cli.options import Choice
-from transcoder.errors import ExitCode
+from transcoder.errors import DataLossError, ExitCode, Interrupted, RefusedError, TranscoderError
 from transcoder.migrate.gates import NEVER_OVERRIDDEN, OVERRIDABLE
 
 CONFIG = click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),
@@ -48,20 +48,12 @@ def _console() -> Any:
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
-class Interrupted(BaseException):
-    """SIGTERM or SIGINT, raised in the main thread so that every `with` on the way out runs (the controller's
-    lease is released); a BaseException, so no `except Exception` on the way swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 @contextlib.contextmanager
 def _stoppable(command: str) -> Iterator[None]:
     """Run a controller step so that SIGTERM/SIGINT end it cleanly: the handler only raises Interrupted (once; a
-    second signal while the step cleans up is ignored), the lease is released by the controller's `with`, and the
-    process exits 128 + the signal's number (143, 130) with one line."""
+    second signal while the step cleans up is ignored), the lease is released by the controller's `with` (every
+    `with` on the way out runs), and the process exits 128 + the signal's number (143, 130: ExitCode.SIGTERM,
+    SIGINT) with one line."""
     got: list[int] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -75,9 +67,8 @@ def _stoppable(command: str) -> Iterator[None]:
         yield
     except Interrupted as exc:
         name = signal.Signals(exc.signum).name
-        click.echo(f"transcoder: error: migrate {command} stopped by {name} (its lease released on the way out, or "
-                   "the failure logged): run it again to resume", err=True)
-        sys.exit(128 + exc.signum)
+        raise Interrupted(exc.signum, f"migrate {command} stopped by {name} (its lease released on the way out, or "
+                                      "the failure logged): run it again to resume") from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -187,7 +178,8 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
                metrics_port: int | None, web_config_file: Path | None, progress_every: float) -> None:
     """Compare the copy with the source, record by record (key, value, headers, timestamp), range by range.
 
-    Exit 0: equal up to what is copied; 1: a mismatch (named: partition, offsets, field).
+    Exit 0: equal up to what is copied; 3: a difference (named: partition, offsets, field); 4: records lost from
+    the source before they were copied.
     """
     if web_config_file is not None and metrics_port is None:
         from transcoder.errors import ConfigError
@@ -195,7 +187,7 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
         raise ConfigError("--web-config-file needs --metrics-port")
     stop = threading.Event()
     metrics = None
-    seen: set[tuple[int, int]] = set()  # mismatches reported: (partition, source offset)
+    seen: dict[tuple[int, int], Any] = {}  # mismatches reported, by (partition, source offset)
     command = "verify --follow" if follow else "verify"
     with _stoppable(command), _controller(config_path, destination, command) as c:
         if follow:  # --follow ends on a signal as it always has: the pass finishes, exit 0, the lease released
@@ -211,7 +203,7 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
             results = c.verify(progress)
             found = [r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None]
             new = [m for m in found if (m.partition, m.source_offset) not in seen]
-            seen.update((m.partition, m.source_offset) for m in found)
+            seen.update(((m.partition, m.source_offset), m) for m in found)
             if metrics is not None:
                 metrics.verified(c.r.destination, {p: r.verified_through for p, r in results.items()},
                                  mismatches=len(new))
@@ -232,7 +224,19 @@ def verify_cmd(config_path: Path, destination: str | None, fmt: str, follow: boo
             if not follow or stop.wait(interval):
                 break
     if seen:
-        sys.exit(1)
+        raise verification_failed(list(seen.values()))
+
+
+def verification_failed(found: list[Any]) -> TranscoderError:
+    """What ends a verification that found mismatches (compare.Mismatch, each printed already): DataLossError (4)
+    when records were lost from the source before they were copied, else RefusedError (3): the copy differs."""
+    first = next((m for m in found if m.lost), found[0])
+    more = f" (and {len(found) - 1} more mismatches)" if len(found) > 1 else ""
+    if first.lost:
+        return DataLossError(f"verification found records lost from the source before they were copied: "
+                             f"{first.line}{more}", partition=first.partition, offset=first.source_offset)
+    return RefusedError(f"verification found the copy differs from the source: {first.line}{more}",
+                        partition=first.partition, offset=first.source_offset)
 
 
 def _payoff_metrics(metrics: Any, c: Any) -> None:
@@ -296,8 +300,10 @@ def cutover(config_path: Path, destination: str | None, group_ids: tuple[str, ..
         finally:
             c.close()
         _print_dry_run(plans, fmt)
-        if any(p.outcome == "refused" for p in plans):
-            sys.exit(ExitCode.REFUSED)
+        refused = [p.group for p in plans if p.outcome == "refused"]
+        if refused:
+            raise RefusedError(f"cutover --dry-run: {len(refused)} of {len(plans)} group(s) would be refused "
+                               f"({', '.join(refused)}); nothing was changed")
         return
     with _stoppable("cutover"), _controller(config_path, destination, "cutover") as c:
         moved = c.cutover(group_ids, all_groups=all_groups, percent=percent, wait_s=wait_s, overrides=overrides)

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from transcoder.cli.main import ByteSize, bootstrap, properties
 from transcoder.cli.options import TIME_FORMS, Choice, Partitions, Time, When, option, partition_list
 from transcoder.codecs import CODECS
-from transcoder.errors import ConfigError, TranscoderError
+from transcoder.errors import ConfigError, Interrupted, TranscoderError
 
 FORMATS = ("table", "json")
 
@@ -148,7 +148,7 @@ def _follow(watcher: Any, since: When, fmt: str, interval: float, count: int | N
             if count is not None and taken >= count:
                 return
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):  # --follow ends on a signal: its normal end, exit 0
         return
     finally:
         if endpoints is not None:

@@ -8,7 +8,7 @@ import click
 
 from transcoder.cli.main import main
 from transcoder.cli.options import Choice
-from transcoder.errors import TranscoderError
+from transcoder.errors import TranscoderError, UnavailableError
 
 
 @main.command()
@@ -32,8 +32,10 @@ def report(url: str, fmt: str, timeout: float) -> None:
     try:
         with urllib.request.urlopen(status_url, timeout=timeout) as resp:
             doc = json.load(resp)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.HTTPError, ValueError) as exc:  # something answers, but not with a /status document
         raise TranscoderError(f"cannot read {status_url}: {getattr(exc, 'reason', exc)}") from exc
+    except (urllib.error.URLError, OSError) as exc:  # nothing answers there (refused, unresolved, timed out)
+        raise UnavailableError(f"cannot read {status_url}: {getattr(exc, 'reason', exc)}") from exc
     rows = report_mod.from_status(doc)
     if fmt == "markdown":
         click.echo(report_mod.status_markdown(rows))

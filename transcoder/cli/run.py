@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from transcoder import logs
 from transcoder.cli.main import main
 from transcoder.cli.options import Choice
 from transcoder.engines import ENGINES, choices_help
-from transcoder.errors import TranscoderError
+from transcoder.errors import ExitCode, Interrupted, TranscoderError
 
 if TYPE_CHECKING:
     from transcoder.config import Config
@@ -193,14 +194,13 @@ def _report(data: dict[str, Any], as_json: bool, emit: Callable[[dict[str, Any]]
 @ENGINE
 @MASTER
 def run(config_path: Path, until_caught_up: bool, engine: str, master: str | None) -> None:
-    """Copy the configured topics until signalled (SIGTERM/SIGINT drain, commit and exit 0)."""
-    import signal
-
+    """Copy the configured topics until signalled (SIGTERM/SIGINT drain, commit and exit 0; with --until-caught-up,
+    a signal before every lane caught up exits 143/130 once they drained and committed)."""
     import structlog
 
     # A signal while the config is read and the engine built (a slow start: a busy node, a config on a slow mount)
     # is kept, not left to the default action (killed by the signal, nothing said): the service stops as soon as it
-    # exists, having copied nothing, and exits 0 as after any SIGTERM.
+    # exists, having copied nothing, and exits as after any SIGTERM (0; --until-caught-up: 143, see `interrupted`).
     asked: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: asked.append(signum))
@@ -210,6 +210,7 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
     log = structlog.get_logger("transcoder")
 
     def on_signal(signum: int, _frame: Any) -> None:
+        asked.append(signum)
         service.stop()  # only sets a flag; the lanes drain and commit
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -228,11 +229,29 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
             _exit_now(exc.exit_code, logs.redact(f"transcoder: error: {exc}"))
         raise
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
+    cut_short = interrupted(until_caught_up, asked, [lane.status.state for lane in service.lanes])
     if service.abandoned:
-        _exit_now(0)
+        _exit_now(ExitCode.OK if cut_short is None else cut_short.exit_code,
+                  None if cut_short is None else logs.redact(f"transcoder: error: {cut_short}"))
+    if cut_short is not None:
+        raise cut_short
 
 
-def _exit_now(code: int, line: str | None = None) -> None:
+def interrupted(until_caught_up: bool, signals: list[int], states: list[str]) -> Interrupted | None:
+    """What a stop by signal means for `run`'s exit status. A long-running copy stopped by SIGTERM or SIGINT drains,
+    commits and exits 0: that is a service's normal end (systemd counts a status of 143 as a failure unless
+    SuccessExitStatus says otherwise; Kubernetes stops pods this way on every rollout). A one-shot
+    `--until-caught-up` copy stopped before every lane caught up did not do what it was asked: Interrupted (143,
+    130), whatever it committed on the way out. `states`: the lanes' last LaneStatus.state (none: stopped before
+    any lane was built)."""
+    if not until_caught_up or not signals or (states and all(s == "caught-up" for s in states)):
+        return None
+    name = signal.Signals(signals[0]).name
+    return Interrupted(signals[0], f"run --until-caught-up stopped by {name} before every lane caught up: run it "
+                                   "again to copy the rest (it resumes from the last commit)")
+
+
+def _exit_now(code: ExitCode, line: str | None = None) -> None:
     """A lane still waits on Kafka past shutdown_timeout_s (shutdown_timeout_exceeded, lane_stop_stuck): exit now,
     without the interpreter's clean-up, which would close its clients and wait on Kafka again."""
     import os

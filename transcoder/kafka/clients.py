@@ -271,8 +271,14 @@ def _unavailable(conf: Mapping[str, Any], exc: BaseException, timeout: float) ->
                                  kafka_error=cause.name() if cause is not None else None)
 
 
-def connect_admin(base: Mapping[str, Any], *, timeout: float = 10.0) -> tuple[AdminClient, ClusterMetadata]:
-    """An AdminClient that has answered a metadata request, or KafkaUnavailableError saying why."""
+#: Seconds a command waits for Kafka's first answer before it says Kafka is unavailable (exit 5).
+CONNECT_TIMEOUT_S = 10.0
+
+
+def connect_admin(base: Mapping[str, Any], *, timeout: float | None = None) -> tuple[AdminClient, ClusterMetadata]:
+    """An AdminClient that has answered a metadata request within `timeout` s (default CONNECT_TIMEOUT_S), or
+    KafkaUnavailableError saying why."""
+    timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     conf = client_config(base)
     admin = AdminClient(conf)
     try:

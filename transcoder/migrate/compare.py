@@ -243,6 +243,12 @@ class Mismatch:
     detail: str
 
     @property
+    def lost(self) -> bool:
+        """The difference is records gone from the source before they were copied (LOST_IN_SOURCE, or the source
+        topic deleted and recreated): data loss (exit 4), not a copy that differs (exit 3)."""
+        return self.field in (LOST_IN_SOURCE, RECREATED)
+
+    @property
     def line(self) -> str:
         if self.field == RECREATED:  # its offsets are the old topic's: the detail names them
             return f"partition {self.partition}: {self.detail}"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from confluent_kafka import KafkaError
 
-from transcoder.errors import TopicError, TranscoderError
+from transcoder.errors import DataLossError, TopicError, TranscoderError
 from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.fetcher import SourceLoss
 from transcoder.kafka.topic_ids import GONE, TopicIds
@@ -304,7 +304,7 @@ class SourceWatch:
             self.metrics.source_records_lost(loss.topic, loss.partition, n)
         self._store_gap(loss, loss.first if n is not None else loss.offset + 1)
         if stop and self.error is None:
-            self.error = TranscoderError(
+            self.error = DataLossError(
                 f"lane {self.lane}: {what}; stopped (on_source_loss: stop): to copy on from offset {loss.first}, "
                 "run once with on_source_loss: continue", topic=loss.topic, partition=loss.partition,
                 offset=loss.offset)
@@ -328,7 +328,7 @@ class SourceWatch:
         self._store_gap(loss, loss.seen_end if n else loss.offset if n == 0 else loss.offset + 1,
                         Recreation(old_id, self._ids.get(loss.topic), loss.offset, n, continued=not stop))
         if stop and self.error is None:
-            self.error = TranscoderError(
+            self.error = DataLossError(
                 f"lane {self.lane}: {what}; stopped (on_source_loss: stop), nothing committed for the new "
                 "topic: to copy it from its start, run once with on_source_loss: continue", topic=loss.topic,
                 partition=loss.partition, offset=loss.offset)

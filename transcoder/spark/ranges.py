@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from transcoder.config import Config
-from transcoder.errors import TranscoderError
+from transcoder.errors import DataLossError, TranscoderError
 from transcoder.pipeline.partitions import Partition
 from transcoder.pipeline.routes import LaneSpec
 
@@ -181,10 +181,10 @@ def write_range(config: Config, fingerprint: str, lane: LaneSpec, start_ms: floa
                                           topic=topic, partition=partition, offset=position, retriable=True)
                 for loss in fetcher.take_losses():
                     if config.on_source_loss == "stop":
-                        raise TranscoderError(f"lane {lane.name}: records of {topic} [{partition}] from offset "
-                                              f"{loss.offset} are gone from the source (its first offset is now "
-                                              f"{loss.first}): on_source_loss: stop", topic=topic,
-                                              partition=partition, offset=loss.offset)
+                        raise DataLossError(f"lane {lane.name}: records of {topic} [{partition}] from offset "
+                                            f"{loss.offset} are gone from the source (its first offset is now "
+                                            f"{loss.first}): on_source_loss: stop", topic=topic,
+                                            partition=partition, offset=loss.offset)
                 f = got.get(tp)
                 if f is None or not len(f.records):
                     continue

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from transcoder.config import SparkConfig
-from transcoder.errors import ConfigError, TranscoderError
+from transcoder.errors import ConfigError, SparkUnavailableError, TranscoderError
 from transcoder.spark import driver_output
 
 #: Spark 4's Scala version: the connector's artifact carries it in its name.
@@ -162,8 +162,9 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
             raise TranscoderError(f"cannot resolve Spark's Kafka connector {coordinates} from Maven Central (Ivy "
                                   f"cache {ivy_dir()}); pin pyspark to a version whose connector is published "
                                   f"there{log_line}") from exc
-        reason = driver_output.reason_in(kept) or java_failure(exc)
-        raise TranscoderError(f"cannot start Spark (master {spark.master}): {reason}{log_line}") from exc
+        unanswered = driver_output.reason_in(kept)  # the master did not take the application: Spark unavailable
+        kind = SparkUnavailableError if unanswered is not None else TranscoderError
+        raise kind(f"cannot start Spark (master {spark.master}): {unanswered or java_failure(exc)}{log_line}") from exc
     if output is not None:
         output.release(keep=False)  # started: what it printed meanwhile is Ivy's and Spark's start-up chatter
     session.sparkContext.setLogLevel("WARN")
@@ -195,7 +196,8 @@ def check_reachable(master: str, timeout: float = 5.0) -> None:
         except OSError as exc:
             failures.append(f"{host}:{port}: {exc.strerror or exc}")
     if failures:
-        raise TranscoderError(f"cannot start Spark (master {master}): no master answers ({'; '.join(failures)})")
+        raise SparkUnavailableError(f"cannot start Spark (master {master}): no master answers "
+                                    f"({'; '.join(failures)})")
 
 
 #: The driver JVM this process launched (pyspark keeps one JVM per process, for every later session) and its output.

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from transcoder.errors import TranscoderError
+from transcoder.errors import ExitCode, SparkUnavailableError
 from transcoder.spark.session import check_reachable, standalone_masters
 
 
@@ -25,8 +25,10 @@ def test_a_closed_port_is_one_line_naming_each_address():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(TranscoderError, match=rf"no master answers \(127\.0\.0\.1:{port}: Connection refused\)"):
+    with pytest.raises(SparkUnavailableError, match=rf"no master answers \(127\.0\.0\.1:{port}: Connection refused\)"
+                       ) as refused:
         check_reachable(f"spark://127.0.0.1:{port}", timeout=2)
+    assert refused.value.exit_code == ExitCode.UNAVAILABLE == 5  # Spark unreachable: the command exits 5
 
 
 def test_one_listening_standby_is_enough():
