@@ -44,13 +44,17 @@ COMMANDS: dict[str, tuple[tuple[ExitCode, ...], str]] = {
                                      "before they were copied (4 when a pass found both); 5: "
                                      "Kafka did not answer. With `--follow`, a signal ends it after the pass: 0, or "
                                      "3/4 if a pass found a mismatch."),
-    "migrate cutover": ((F, R, U), "3: a gate refused a group (nothing of it moved); 1: refused for another reason "
+    "migrate cutover": ((F, R, U), "3: a gate refused a group (nothing of it moved), or `--dry-run` found a group "
+                                   "that would be refused; 1: refused for another reason "
                                    "(an unknown group, the lease held by another controller); 5: Kafka did not "
                                    "answer."),
-    "migrate rollback": ((F, U), "1: a group's position cannot be translated back, or it has active members "
-                                 "(stop them, or --wait); 5: Kafka did not answer."),
+    "migrate rollback": ((F, R, U), "3: committing would move a group backwards on the source (a rewind); 1: a "
+                                    "group's position cannot be translated back, or it has active members (stop "
+                                    "them, or --wait); 5: Kafka did not answer."),
     "migrate status": ((F, U), "5: Kafka did not answer."),
     "migrate finish": ((F, U), "1: groups still read the source or have not moved; 5: Kafka did not answer."),
+    "migrate report": ((F, U), "1: the migration has no state (not started), or its state was written by a newer "
+                               "transcoder; 5: Kafka did not answer."),
     "migrate watch": ((F, U), "1: the topic cannot be sampled; 5: Kafka did not answer. With `--follow`, a signal "
                               "is its normal end: exit 0."),
     "spark pack": ((), ""),

@@ -24,7 +24,7 @@ from transcoder.cli.main import main
 from transcoder.cli.migrate_report import report
 from transcoder.cli.migrate_watch import watch
 from transcoder.cli.options import Choice
-from transcoder.errors import DataLossError, ExitCode, Interrupted, RefusedError, TranscoderError
+from transcoder.errors import DataLossError, Interrupted, RefusedError, TranscoderError
 from transcoder.migrate.gates import NEVER_OVERRIDDEN, OVERRIDABLE
 
 CONFIG = click.option("--config", "-c", "config_path", required=True, type=click.Path(path_type=Path),

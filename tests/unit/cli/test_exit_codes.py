@@ -166,6 +166,7 @@ UNREACHABLE = {
     "migrate rollback": ("migrate", "rollback", "-c", "{config}", "--all-groups"),
     "migrate status": ("migrate", "status", "-c", "{config}"),
     "migrate finish": ("migrate", "finish", "-c", "{config}"),
+    "migrate report": ("migrate", "report", "-c", "{config}"),
     "migrate watch": ("migrate", "watch", "-b", NO_BROKER, "-t", "t"),
 }
 
@@ -200,7 +201,7 @@ def test_local_kafka_status_without_a_broker_exits_5(cli, tmp_path):
 
 
 CONFIGURED = ["validate", "run", "migrate plan", "migrate start", "migrate verify", "migrate cutover",
-              "migrate rollback", "migrate status", "migrate finish"]
+              "migrate rollback", "migrate status", "migrate finish", "migrate report"]
 
 
 @pytest.mark.parametrize("command", CONFIGURED)
