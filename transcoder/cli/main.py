@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from transcoder import __version__, logs
+from transcoder import logs, versions
 from transcoder.errors import ConfigError, TranscoderError
 
 
@@ -103,8 +103,16 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo("\n".join(f"{name} {v}" for name, v in versions()))
+        ctx.exit()
+
+
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="transcoder")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_versions,
+              help="Print the versions of transcoder, its native module and the Kafka clients (one per line), and "
+                   "exit.")
 @click.option("--log-level", default="info", show_default=True, envvar="TRANSCODER_LOG_LEVEL",
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @click.option("--debug-clients", is_flag=True, envvar="TRANSCODER_DEBUG_CLIENTS",
