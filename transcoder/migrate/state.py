@@ -79,17 +79,19 @@ class StateRecord:
     timestamp_ms: int
 
 
-#: The state records' format: field `v` of every value this version writes, 1. A value without it was written before
-#: the version was recorded and is version 1 too, read as it is; a higher version was written by a newer transcoder
-#: and is refused (docs/upgrading.md). The field is the store's: callers neither give nor see it.
+#: The state records' format: field `_format` of every value this version writes, 1. A value without it was written
+#: before the version was recorded and is version 1 too, read as it is; a higher version was written by a newer
+#: transcoder and is refused (docs/upgrading.md). The field is the store's: callers neither give nor see it.
 STATE_FORMAT_VERSION = 1
+STATE_FORMAT_FIELD = "_format"
 
 
 def encode_value(value: Mapping[str, Any]) -> bytes:
     """A state value as stored: the caller's JSON object with the format version."""
-    if "v" in value:
-        raise ValueError("`v` is the state record's format version, not a field of its value")
-    return json.dumps({**value, "v": STATE_FORMAT_VERSION}, separators=(",", ":"), sort_keys=True).encode()
+    if STATE_FORMAT_FIELD in value:
+        raise ValueError(f"`{STATE_FORMAT_FIELD}` is the state record's format version, not a field of its value")
+    return json.dumps({**value, STATE_FORMAT_FIELD: STATE_FORMAT_VERSION}, separators=(",", ":"),
+                      sort_keys=True).encode()
 
 
 def decode_value(value: bytes, *, migration: str, key: str, topic: str, offset: int) -> dict[str, Any]:
@@ -106,7 +108,7 @@ def decode_value(value: bytes, *, migration: str, key: str, topic: str, offset: 
     if not isinstance(decoded, dict):
         raise MigrationError(f"{where} is {why}; it was not written by transcoder: delete that key",
                              topic=topic, partition=0, offset=offset)
-    v = decoded.pop("v", 1)  # written before the version was recorded: 1
+    v = decoded.pop(STATE_FORMAT_FIELD, 1)  # written before the version was recorded: 1
     if isinstance(v, int) and not isinstance(v, bool) and v > STATE_FORMAT_VERSION:
         raise MigrationError(f"{where} was written in state format version {v} by a newer transcoder; this one "
                              f"reads version {STATE_FORMAT_VERSION}: upgrade transcoder to go on with this migration "

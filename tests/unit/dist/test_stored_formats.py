@@ -10,7 +10,7 @@ import pytest
 from tests.support.configs import make_config
 from transcoder.errors import ConfigError, MigrationError, TopicError
 from transcoder.kafka.offset_map_topic import HEALTH_FORMAT_VERSION, LaneHealth, decode_entry, decode_health
-from transcoder.migrate.state import STATE_FORMAT_VERSION, decode_value, encode_value
+from transcoder.migrate.state import STATE_FORMAT_FIELD, STATE_FORMAT_VERSION, decode_value, encode_value
 from transcoder.pipeline import routes
 from transcoder.pipeline.offset_runs import FORMAT_VERSION, MapEntry, Recreation, Run
 from transcoder.spark import checkpoints
@@ -82,17 +82,17 @@ def test_a_state_value_of_0_1_0_without_a_version_is_read_as_it_was() -> None:
 
 
 def test_a_state_value_round_trips_with_its_version_kept_out_of_the_value() -> None:
-    value = {"stage": "destination", "source_offsets": {"1": 5}}
+    value = {"stage": "destination", "source_offsets": {"1": 5}, "v": 7}  # `v`: a field like any other here
     stored = encode_value(value)
-    assert json.loads(stored)["v"] == STATE_FORMAT_VERSION == 1
+    assert json.loads(stored)[STATE_FORMAT_FIELD] == STATE_FORMAT_VERSION == 1
     assert decode_value(stored, **STATE) == value
     with pytest.raises(ValueError, match="format version"):
-        encode_value({"v": 3})
+        encode_value({STATE_FORMAT_FIELD: 3})
 
 
 def test_a_state_value_of_a_newer_format_is_refused_in_one_line() -> None:
     with pytest.raises(MigrationError) as exc:
-        decode_value(b'{"stage":"moving","v":2}', **STATE)
+        decode_value(b'{"_format":2,"stage":"moving"}', **STATE)
     assert _one_line(exc) == ("migration orders.zstd-6: state record orders.zstd-6/group/billing at partition 0 "
                               "offset 17 of topic transcoder.migrations was written in state format version 2 by a "
                               "newer transcoder; this one reads version 1: upgrade transcoder to go on with this "
