@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from transcoder import __version__, logs
+from transcoder import logs, versions
 from transcoder.cli.help import Sectioned
 from transcoder.errors import ConfigError, Interrupted, TranscoderError
 
@@ -137,8 +137,16 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
     return {k: (v.get_secret_value() if hasattr(v, "get_secret_value") else v) for k, v in resolved.items()}
 
 
+def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo("\n".join(f"{name} {v}" for name, v in versions()))
+        ctx.exit()
+
+
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="transcoder")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_versions,
+              help="Print the versions of transcoder, its native module and the Kafka clients (one per line), and "
+                   "exit.")
 @click.option("--log-level", default="info", show_default=True, envvar="TRANSCODER_LOG_LEVEL",
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
               help="The least severe log lines printed (on stderr).")

@@ -49,6 +49,9 @@ log = structlog.get_logger("transcoder.offset_map")
 
 HEALTH_PREFIX = "lane/"
 _HEALTH_EVERY_S = 10.0
+#: The health records' format (their field `v`): 1, this version's; a record without it is version 1 (written before
+#: it was recorded), one of a higher version was written by a newer transcoder and is refused (docs/upgrading.md).
+HEALTH_FORMAT_VERSION = 1
 
 
 def topic_configs(config: Config) -> dict[str, str]:
@@ -179,7 +182,7 @@ class OffsetMapRecorder:
     def _write_health(self) -> None:
         at = int(time.time() * 1000)
         for dest, (n, last, copier) in self._health.items():
-            doc: dict[str, Any] = {"errors_total": n, "last_error_ms": last, "at_ms": at}
+            doc: dict[str, Any] = {"v": HEALTH_FORMAT_VERSION, "errors_total": n, "last_error_ms": last, "at_ms": at}
             if copier is not None:
                 doc["copier"] = asdict(copier())
             self._producer.produce(self.topic, json.dumps(doc).encode(), f"{HEALTH_PREFIX}{dest}".encode(),
@@ -245,7 +248,7 @@ def read(config: Config, destination_topic: str, *, timeout: float = 60.0
             raise TopicError(f"offset-map topic {topic} does not exist: no lane has recorded an offset map yet "
                              "(add a `migration:` section to the config and run the copy)", topic=topic)
         latest: dict[bytes, bytes | None] = {}
-        where: dict[bytes, int] = {}
+        where: dict[bytes, tuple[int, int]] = {}
         for p in sorted(t.partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=min(timeout, 15))
             if high <= low:
@@ -257,9 +260,9 @@ def read(config: Config, destination_topic: str, *, timeout: float = 60.0
 
 
 def _read_partition(consumer: Consumer, topic: str, p: int, low: int, high: int, timeout: float,
-                    latest: dict[bytes, bytes | None], where: dict[bytes, int]) -> None:
+                    latest: dict[bytes, bytes | None], where: dict[bytes, tuple[int, int]]) -> None:
     """Partition `p` of the map topic read from `low` to `high`: each key's latest value into `latest`, its
-    offset into `where`."""
+    partition and offset into `where`."""
     consumer.assign([TopicPartition(topic, p, low)])
     deadline = time.monotonic() + timeout
     pos = low
@@ -279,20 +282,46 @@ def _read_partition(consumer: Consumer, topic: str, p: int, low: int, high: int,
                 continue
             k = m.key() or b""
             latest[k] = m.value()
-            where[k] = offset
+            where[k] = (p, offset)
             pos = offset + 1
 
 
-def decode_health(destination_topic: str, h: dict[str, Any]) -> LaneHealth:
-    """A `lane/<destination>` record; one without `copier` (an earlier version's) has no figures."""
-    c = h.get("copier")
-    copier = None if not c else CopierFigures(int(c["records"]), int(c["record_bytes"]), int(c["wire_bytes"]),
-                                              None if c.get("cpu_s") is None else float(c["cpu_s"]))
-    return LaneHealth(destination_topic, int(h["errors_total"]), h.get("last_error_ms"), int(h["at_ms"]), copier)
+def decode_entry(value: bytes, *, topic: str, partition: int, offset: int) -> MapEntry:
+    """The map entry stored at `offset` of `partition` of map topic `topic`; TopicError, in one line naming where
+    it is, for a record that is none (or of a newer format: what version, docs/upgrading.md)."""
+    try:
+        return MapEntry.decode(value)
+    except ValueError as exc:
+        raise TopicError(f"offset-map topic {topic} partition {partition} offset {offset}: {exc}", topic=topic,
+                         partition=partition, offset=offset) from exc
 
 
-def _decoded(latest: dict[bytes, bytes | None], where: dict[bytes, int], topic: str, destination_topic: str
-             ) -> tuple[dict[int, PartitionMap], LaneHealth | None]:
+def decode_health(value: bytes, destination_topic: str, *, topic: str, partition: int, offset: int) -> LaneHealth:
+    """A lane's health record (key `lane/<destination>`) stored at `offset` of `partition` of map topic `topic`;
+    TopicError, in one line naming where it is, for a record that is none or of a newer format."""
+    where = f"offset-map topic {topic} partition {partition} offset {offset}"
+    try:
+        h = json.loads(value)
+        v = h.get("v", 1)  # records written before the version was: 1
+        if isinstance(v, int) and not isinstance(v, bool) and v > HEALTH_FORMAT_VERSION:
+            raise TopicError(f"{where}: lane health written in format version {v} by a newer transcoder; this one "
+                             f"reads version {HEALTH_FORMAT_VERSION}: upgrade transcoder to read it "
+                             "(docs/upgrading.md)", topic=topic, partition=partition, offset=offset)
+        if v != HEALTH_FORMAT_VERSION:
+            raise ValueError(f"format {v!r}, expected {HEALTH_FORMAT_VERSION}")
+        last = h.get("last_error_ms")
+        c = h.get("copier")  # the copier's figures (none in a record of an earlier version, or not published yet)
+        copier = None if not c else CopierFigures(int(c["records"]), int(c["record_bytes"]), int(c["wire_bytes"]),
+                                                  None if c.get("cpu_s") is None else float(c["cpu_s"]))
+        return LaneHealth(destination_topic, int(h["errors_total"]), None if last is None else int(last),
+                          int(h["at_ms"]), copier)
+    except (TypeError, KeyError, AttributeError, ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError too
+        raise TopicError(f"{where}: not a lane health record: {exc}", topic=topic, partition=partition,
+                         offset=offset) from exc
+
+
+def _decoded(latest: dict[bytes, bytes | None], where: dict[bytes, tuple[int, int]], topic: str,
+             destination_topic: str) -> tuple[dict[int, PartitionMap], LaneHealth | None]:
     """`destination_topic`'s partition maps and lane health from the map topic's latest values."""
     entries = []
     health = None
@@ -300,12 +329,9 @@ def _decoded(latest: dict[bytes, bytes | None], where: dict[bytes, int], topic: 
     for k, v in latest.items():
         if v is None:
             continue
+        partition, offset = where[k]
         if k == f"{HEALTH_PREFIX}{destination_topic}".encode():
-            health = decode_health(destination_topic, json.loads(v))
+            health = decode_health(v, destination_topic, topic=topic, partition=partition, offset=offset)
         elif k.startswith(prefix) and k.count(b"/") >= 2:
-            try:
-                entries.append(MapEntry.decode(v))
-            except ValueError as exc:
-                raise TopicError(f"offset-map topic {topic} offset {where[k]}: {exc}", topic=topic,
-                                 offset=where[k]) from exc
+            entries.append(decode_entry(v, topic=topic, partition=partition, offset=offset))
     return partition_maps(entries, destination_topic), health

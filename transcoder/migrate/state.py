@@ -79,8 +79,44 @@ class StateRecord:
     timestamp_ms: int
 
 
-def _encode(value: Mapping[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+#: The state records' format: field `_format` of every value this version writes, 1. A value without it was written
+#: before the version was recorded and is version 1 too, read as it is; a higher version was written by a newer
+#: transcoder and is refused (docs/upgrading.md). The field is the store's: callers neither give nor see it.
+STATE_FORMAT_VERSION = 1
+STATE_FORMAT_FIELD = "_format"
+
+
+def encode_value(value: Mapping[str, Any]) -> bytes:
+    """A state value as stored: the caller's JSON object with the format version."""
+    if STATE_FORMAT_FIELD in value:
+        raise ValueError(f"`{STATE_FORMAT_FIELD}` is the state record's format version, not a field of its value")
+    return json.dumps({**value, STATE_FORMAT_FIELD: STATE_FORMAT_VERSION}, separators=(",", ":"),
+                      sort_keys=True).encode()
+
+
+def decode_value(value: bytes, *, migration: str, key: str, topic: str, offset: int) -> dict[str, Any]:
+    """The JSON object stored as a state value (its format version taken out), from the record of `key` at `offset`
+    of `topic` (partition 0); MigrationError in one line naming it when the record is no state value of this
+    migration, or one a newer transcoder wrote (the version found)."""
+    where = f"migration {migration}: state record {key} at partition 0 offset {offset} of topic {topic}"
+    try:
+        decoded = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        decoded, why = None, f"not JSON ({exc})"
+    else:
+        why = "not a JSON object"
+    if not isinstance(decoded, dict):
+        raise MigrationError(f"{where} is {why}; it was not written by transcoder: delete that key",
+                             topic=topic, partition=0, offset=offset)
+    v = decoded.pop(STATE_FORMAT_FIELD, 1)  # written before the version was recorded: 1
+    if isinstance(v, int) and not isinstance(v, bool) and v > STATE_FORMAT_VERSION:
+        raise MigrationError(f"{where} was written in state format version {v} by a newer transcoder; this one "
+                             f"reads version {STATE_FORMAT_VERSION}: upgrade transcoder to go on with this migration "
+                             "(docs/upgrading.md)", topic=topic, partition=0, offset=offset)
+    if v != STATE_FORMAT_VERSION:
+        raise MigrationError(f"{where} has state format version {v!r}, not {STATE_FORMAT_VERSION}; it was not "
+                             "written by transcoder: delete that key", topic=topic, partition=0, offset=offset)
+    return decoded
 
 
 class StateStore:
@@ -166,16 +202,7 @@ class StateStore:
             if value is None:
                 out[name] = StateRecord(name, None, offset, ts)
                 continue
-            try:
-                decoded = json.loads(value)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                decoded, why = None, f"not JSON ({exc})"
-            else:
-                why = "not a JSON object"
-            if not isinstance(decoded, dict):
-                raise MigrationError(f"migration {self.migration}: state record {key} at offset {offset} of topic "
-                                     f"{self.topic} is {why}; it was not written by transcoder: delete that key",
-                                     topic=self.topic, partition=0, offset=offset)
+            decoded = decode_value(value, migration=self.migration, key=key, topic=self.topic, offset=offset)
             out[name] = StateRecord(name, decoded, offset, ts)
         return out
 
@@ -319,7 +346,7 @@ class StateStore:
         for key in items:
             if not key:
                 raise ValueError("a state key must be non-empty")
-        payloads = {k: (None if v is None else _encode(v)) for k, v in items.items()}
+        payloads = {k: (None if v is None else encode_value(v)) for k, v in items.items()}
         with self._lock:
             self.ensure_topic()
             producer = self._writer()

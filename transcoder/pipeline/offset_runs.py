@@ -42,6 +42,8 @@ from typing import Any
 
 #: Runs per map record at most (a record stays well under a broker's default max.message.bytes).
 MAX_RUNS_PER_ENTRY = 2000
+#: The map entries' format (their field `v`, in every entry written since the first): 1, the one this version writes
+#: and reads. An entry of a higher version was written by a newer transcoder and is refused (docs/upgrading.md).
 FORMAT_VERSION = 1
 
 
@@ -124,11 +126,15 @@ class MapEntry:
 
     @classmethod
     def decode(cls, value: bytes) -> MapEntry:
-        """ValueError for anything that is not a map entry of this format."""
+        """ValueError for anything that is not a map entry of this format (one of a newer format: saying so)."""
         try:
             d = json.loads(value)
-            if d.get("v") != FORMAT_VERSION:
-                raise ValueError(f"offset-map format {d.get('v')!r}, expected {FORMAT_VERSION}")
+            v = d.get("v")
+            if isinstance(v, int) and not isinstance(v, bool) and v > FORMAT_VERSION:
+                raise ValueError(f"written in offset-map format version {v} by a newer transcoder; this one reads "
+                                 f"version {FORMAT_VERSION}: upgrade transcoder to read it (docs/upgrading.md)")
+            if v != FORMAT_VERSION:
+                raise ValueError(f"offset-map format {v!r}, expected {FORMAT_VERSION}")
             runs = tuple(Run(int(s), int(o), int(n)) for s, o, n in d["runs"])
             if any(r.count <= 0 or r.source < 0 or r.dest < 0 for r in runs):
                 raise ValueError("a run with a negative offset or no records")

@@ -19,6 +19,12 @@ from transcoder.errors import ConfigError
 from transcoder.pipeline.routes import LaneSpec
 
 MARK = "transcoder-lane.json"
+#: The mark's format: its field `v`, 1 in the marks this version writes. A mark without it was written before the
+#: version was recorded: version 1, read as it is; a higher version was written by a newer transcoder and is refused
+#: (docs/upgrading.md). What else the checkpoint holds is Spark's, in Spark's versioned formats.
+MARK_VERSION = 1
+#: The version line of Spark's offset log (`offsets/<n>`) this module reads (Spark 3 and 4 write v1).
+SPARK_OFFSET_LOG_VERSION = "v1"
 
 
 def root(config: Config) -> str:
@@ -45,7 +51,15 @@ def mark(lane: LaneSpec) -> dict[str, Any]:
 
 
 def mismatch(location: str, found: dict[str, Any], expected: dict[str, Any]) -> str | None:
-    """Why a checkpoint's mark does not fit this config's lane, or None."""
+    """Why a checkpoint's mark does not fit this config's lane (or was written by a newer transcoder), or None."""
+    v = found.get("v", 1)  # marks written before the version was recorded: 1
+    if isinstance(v, int) and not isinstance(v, bool) and v > MARK_VERSION:
+        return (f"checkpoint {location} was written by a newer transcoder ({MARK} format version {v}; this one "
+                f"reads version {MARK_VERSION}): upgrade transcoder to go on from it (docs/upgrading.md), or set "
+                "spark.checkpoint_location to a new path")
+    if v != MARK_VERSION:
+        return (f"checkpoint {location} has a {MARK} of format version {v!r}, not {MARK_VERSION}: it was not "
+                "written by transcoder; set spark.checkpoint_location to a new path")
     for key in ("sources", "destinations"):
         if found.get(key) != expected[key]:
             return (f"checkpoint {location} was written by another config (lane {found.get('lane')}: {key} "
@@ -53,6 +67,29 @@ def mismatch(location: str, found: dict[str, Any], expected: dict[str, Any]) -> 
                     f"{', '.join(expected[key])}): set spark.checkpoint_location to a new path, or delete the "
                     "checkpoint to copy from `start` again")
     return None
+
+
+def offset_log(text: str, path: str) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> offset from one file of Spark's offset log at `path`: its version line, a metadata
+    line, then one JSON line per source ({topic: {partition: offset}}). ConfigError, in one line, for a log of
+    another version than SPARK_OFFSET_LOG_VERSION (a newer Spark's)."""
+    lines = text.splitlines()
+    found = lines[0].strip() if lines else ""
+    if found != SPARK_OFFSET_LOG_VERSION:
+        raise ConfigError(f"Spark offset log {path} has version {found or '(none)'!s}, not "
+                          f"{SPARK_OFFSET_LOG_VERSION}: it was written by a Spark this transcoder does not read; run "
+                          "the Spark the checkpoint was written with, or set spark.checkpoint_location to a new path")
+    out: dict[tuple[str, int], int] = {}
+    for line in lines[2:]:
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict):
+            for topic, parts in parsed.items():
+                if isinstance(parts, dict):
+                    out.update({(topic, int(p)): int(o) for p, o in parts.items()})
+    return out
 
 
 class CheckpointStore:
@@ -100,17 +137,7 @@ class CheckpointStore:
         ofs, path = self._fs(f"{location}/offsets/{max(done)}")
         if not ofs.exists(path):
             return None
-        out: dict[tuple[str, int], int] = {}
-        for line in self._text(ofs, path).splitlines()[2:]:
-            try:
-                parsed = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(parsed, dict):
-                for topic, parts in parsed.items():
-                    if isinstance(parts, dict):
-                        out.update({(topic, int(p)): int(o) for p, o in parts.items()})
-        return out
+        return offset_log(self._text(ofs, path), f"{location}/offsets/{max(done)}")
 
     def has_offsets(self, location: str) -> bool:
         fs, path = self._fs(f"{location}/offsets")
@@ -127,7 +154,7 @@ class CheckpointStore:
             fs, path = self._fs(f"{location}/{MARK}")
             out = fs.create(path, True)
             try:
-                out.write(bytearray(json.dumps(expected, indent=2).encode()))
+                out.write(bytearray(json.dumps({"v": MARK_VERSION, **expected}, indent=2).encode()))
             finally:
                 out.close()
             return
