@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +15,47 @@ from click.core import ParameterSource
 
 from transcoder.cli.main import ByteSize, bootstrap, properties
 from transcoder.codecs import CODECS
-from transcoder.errors import ConfigError, TranscoderError
+from transcoder.errors import ConfigError, KafkaUnavailableError, TranscoderError
 
 FORMATS = ("table", "json")
 
 
 def _cluster(ctx: click.Context, config_path: Path | None, servers: str | None, props: tuple[str, ...],
-             local_state_dir: Path | None) -> dict[str, Any]:
-    """librdkafka properties of the topic's cluster: the config's `cluster` (where producers write), or -b."""
+             local_state_dir: Path | None) -> tuple[dict[str, Any], Any]:
+    """librdkafka properties of the topic's cluster: the config's `cluster` (where producers write), or -b; and
+    the config (None without --config)."""
     if config_path is not None:
         if ctx.get_parameter_source("bootstrap_servers") == ParameterSource.COMMANDLINE:
             raise ConfigError("give --config or --bootstrap-servers, not both")
         from transcoder import config as cfg
 
-        return {**cfg.load(config_path).cluster.librdkafka(), **properties(props)}
-    return {"bootstrap.servers": bootstrap(servers, local_state_dir), **properties(props)}
+        config = cfg.load(config_path)
+        return {**config.cluster.librdkafka(), **properties(props)}, config
+    return {"bootstrap.servers": bootstrap(servers, local_state_dir), **properties(props)}, None
 
 
-def _print(mix: Any, fmt: str, follow: bool) -> None:
+def _payoff(kept: Any, mix: Any) -> Any:
+    """The sample's predicted against realized (None: --predict-records 0); the prediction taken on the first
+    sample (migrate.watch.KeptPrediction)."""
+    if kept is None:
+        return None
+    from confluent_kafka import KafkaException
+
+    from transcoder.migrate import watch as w
+
+    try:
+        prediction, where = kept.get()
+    except KafkaException as exc:
+        raise KafkaUnavailableError(f"cannot take the prediction for {mix.topic}: {exc.args[0]}",
+                                    topic=mix.topic) from exc
+    return w.watch_payoff(prediction, where, mix)
+
+
+def _print(mix: Any, fmt: str, follow: bool, payoff: Any = None) -> None:
     from transcoder.migrate import watch as w
 
     if fmt == "json":
-        doc = mix.as_dict()
+        doc = {**mix.as_dict(), "payoff": None if payoff is None else payoff.as_dict()}
         click.echo(json.dumps(doc, separators=(",", ":")) if follow else json.dumps(doc, indent=2))
         return
     from rich.console import Console
@@ -54,6 +74,10 @@ def _print(mix: Any, fmt: str, follow: bool) -> None:
                       "stored batches within --max-bytes); raise --max-bytes to read more", markup=False)
     console.print(f"compression.type: {mix.compression_type}", markup=False)
     console.print(mix.verdict.text, markup=False, soft_wrap=True)
+    if payoff is not None:
+        console.print(f"predicted against realized ({mix.target}):", markup=False)
+        for line in payoff.lines():
+            console.print(line, markup=False, soft_wrap=True)
 
 
 @click.command("watch")
@@ -69,6 +93,11 @@ def _print(mix: Any, fmt: str, follow: bool) -> None:
 @click.option("--partitions", help="Partitions to sample, e.g. 0,3 (default: all).")
 @click.option("--target", type=click.Choice(CODECS), default="zstd", show_default=True,
               help="The codec the rollout moves producers to.")
+@click.option("--target-level", type=int,
+              help="The compression level producers use with --target (default: the codec's default level).")
+@click.option("--predict-records", type=click.IntRange(min=0), default=10_000, show_default=True,
+              help="Predict --target's figures (as `transcoder evaluate` measures them) on the last this-many "
+                   "records of each partition, at the producers' batching, on the first sample; 0: no prediction.")
 @click.option("--max-bytes", type=ByteSize(), default="4MiB", show_default=True,
               help="Stored bytes read per partition and sample, in 16 runs spread over the offsets since --since "
                    "(a smaller range is read whole).")
@@ -78,17 +107,21 @@ def _print(mix: Any, fmt: str, follow: bool) -> None:
 @click.option("--interval", type=float, default=60.0, show_default=True, help="Seconds between samples (--follow).")
 @click.option("--count", type=click.IntRange(min=1), help="With --follow, stop after this many samples.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535),
-              help="With --follow, serve /metrics (transcoder_stored_codec_ratio) and /status on this port.")
+              help="With --follow, serve /metrics (transcoder_stored_codec_ratio, transcoder_migration_predicted_"
+                   "ratio and _bytes_per_record, transcoder_migration_realized_bytes_per_record) and /status.")
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address --metrics-port listens on.")
 @click.option("--local-kafka-dir", type=click.Path(path_type=Path), envvar="TRANSCODER_LOCAL_KAFKA_DIR",
               hidden=True)
 @click.pass_context
 def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_servers: str | None,
-          props: tuple[str, ...], since: str, partitions: str | None, target: str, max_bytes: int, fmt: str,
-          follow: bool, interval: float, count: int | None, metrics_port: int | None, metrics_host: str,
-          local_kafka_dir: Path | None) -> None:
+          props: tuple[str, ...], since: str, partitions: str | None, target: str, target_level: int | None,
+          predict_records: int, max_bytes: int, fmt: str, follow: bool, interval: float, count: int | None,
+          metrics_port: int | None, metrics_host: str, local_kafka_dir: Path | None) -> None:
     """Show the mix of codecs the broker stores the topic's batches in since a time, per partition (by records
-    and by bytes), and whether its compression.type lets producers' codecs through."""
+    and by bytes), and whether its compression.type lets producers' codecs through; and what `evaluate` predicts
+    for --target on the topic's records against the bytes per record of the batches stored in it (with --config,
+    the prediction is kept in the migration state topic: later watches show the same one)."""
+    from transcoder.codecs.names import check_level
     from transcoder.migrate import watch as w
 
     w.parse_since(since, int(time.time() * 1000))  # bad input fails before anything connects
@@ -97,15 +130,33 @@ def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_se
         raise ConfigError("--metrics-port and --count need --follow")
     if interval <= 0:
         raise ConfigError(f"--interval must be positive, not {interval:g}")
-    cluster = _cluster(ctx, config_path, bootstrap_servers, props, local_kafka_dir)
-    with w.Watcher(cluster, topic, partitions=chosen, target=target, max_bytes=max_bytes) as watcher:
+    try:
+        check_level(target, target_level)  # type: ignore[arg-type]  # a CODECS name: click.Choice
+    except ValueError as exc:
+        raise ConfigError(f"--target-level: {exc}") from None
+    cluster, config = _cluster(ctx, config_path, bootstrap_servers, props, local_kafka_dir)
+    with ExitStack() as stack:
+        watcher = stack.enter_context(w.Watcher(cluster, topic, partitions=chosen, target=target,
+                                                max_bytes=max_bytes))
+        kept = None
+        if predict_records:
+            store = None
+            if config is not None:
+                from transcoder.migrate.state import StateStore
+
+                store = stack.enter_context(StateStore(config, topic))
+            kept = w.KeptPrediction(lambda: w.predict(watcher, level=target_level,
+                                                      records_per_partition=predict_records,
+                                                      now_ms=int(time.time() * 1000)),
+                                    topic=topic, codec=target, level=target_level, store=store)
         if not follow:
-            _print(watcher.sample(w.parse_since(since, int(time.time() * 1000))), fmt, follow)
+            mix = watcher.sample(w.parse_since(since, int(time.time() * 1000)))
+            _print(mix, fmt, follow, _payoff(kept, mix))
             return
-        _follow(watcher, since, fmt, interval, count, metrics_port, metrics_host)
+        _follow(watcher, kept, since, fmt, interval, count, metrics_port, metrics_host)
 
 
-def _follow(watcher: Any, since: str, fmt: str, interval: float, count: int | None, port: int | None,
+def _follow(watcher: Any, kept: Any, since: str, fmt: str, interval: float, count: int | None, port: int | None,
             host: str) -> None:
     """Sample every `interval` s, print each sample, export it; a failed sample is one line on stderr and the
     next one is tried (the cluster may come back), until interrupted or `count` samples."""
@@ -135,10 +186,17 @@ def _follow(watcher: Any, since: str, fmt: str, interval: float, count: int | No
             except TranscoderError as exc:
                 click.echo(f"transcoder: sample failed: {exc}", err=True)
             else:
+                try:
+                    payoff = _payoff(kept, mix)
+                except TranscoderError as exc:  # the mix is still shown; the prediction is tried again next time
+                    click.echo(f"transcoder: prediction failed: {exc}", err=True)
+                    payoff = None
                 w.export(metrics, mix)
+                if payoff is not None:
+                    w.export_payoff(metrics, watcher.topic, payoff)
                 latest.clear()
-                latest.update(mix.as_dict())
-                _print(mix, fmt, follow=True)
+                latest.update({**mix.as_dict(), "payoff": None if payoff is None else payoff.as_dict()})
+                _print(mix, fmt, True, payoff)
             taken += 1
             if count is not None and taken >= count:
                 return
