@@ -189,9 +189,11 @@ def test_the_cluster_comes_from_a_config_file(kafka, rollout, tmp_path):
     topic, since = rollout
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw_config(kafka, [{"source": topic, "destinations": [{"codec": "zstd"}]}])))
-    result = cli("--topic", topic, "--config", str(path), "--since", str(since), "--format", "json")
+    result = cli("--topic", topic, "--config", str(path), "--since", str(since), "--format", "json",
+                 "--predict-records", "0")  # no prediction kept: test_the_prediction_..._is_kept
     assert result.exit_code == 0, result.output
-    assert records(json.loads(result.stdout)["total"]) == {"lz4": 35, "zstd": 65}
+    doc = json.loads(result.stdout)
+    assert records(doc["total"]) == {"lz4": 35, "zstd": 65} and doc["payoff"] is None
     both = cli("--topic", topic, "--config", str(path), "-b", kafka.bootstrap)
     assert both.exit_code == 2 and both.stderr == "transcoder: error: give --config or --bootstrap-servers, not both\n"
 
@@ -203,7 +205,8 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(kafka):
     for args, says in ((("--since", "yesterday"), "--since 'yesterday' is neither"),
                        (("--since", "2026-01-01T00:00:00"), "needs a time zone"),
                        (("--partitions", "0,x"), "--partitions '0,x'"),
-                       (("--metrics-port", "9400"), "need --follow")):
+                       (("--metrics-port", "9400"), "need --follow"),
+                       (("--target-level", "99"), "--target-level: level 99 is outside")):
         result = cli("--topic", "t", "-b", kafka.bootstrap, *args)
         assert result.exit_code == 2, result.output
         assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
@@ -255,6 +258,9 @@ def test_the_prediction_agrees_with_the_stored_target_batches_and_is_kept(kafka,
     assert figures["stored bytes per record"]["predicted"] == pytest.approx(predicted)
     assert predicted == pytest.approx(zstd_bpr, rel=0.05), (predicted, zstd_bpr)
     assert figures["ratio"]["realized"] is None and figures["ratio"]["predicted"] > 1
+    # the latest 1,000 records are all zstd: the gzip batches since --since are what the prediction is set against
+    assert p["source_bytes_per_record"] == pytest.approx(gzip_bpr, rel=1e-12)
+    assert figures["disk ratio"]["predicted"] == pytest.approx(gzip_bpr / predicted)
 
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw_config(kafka, [{"source": topic, "destinations": [{"codec": "zstd"}]}])))

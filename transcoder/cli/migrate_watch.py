@@ -44,7 +44,7 @@ def _payoff(kept: Any, mix: Any) -> Any:
     from transcoder.migrate import watch as w
 
     try:
-        prediction, where = kept.get()
+        prediction, where = kept.get(mix)
     except KafkaException as exc:
         raise KafkaUnavailableError(f"cannot take the prediction for {mix.topic}: {exc.args[0]}",
                                     topic=mix.topic) from exc
@@ -145,9 +145,9 @@ def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_se
                 from transcoder.migrate.state import StateStore
 
                 store = stack.enter_context(StateStore(config, topic))
-            kept = w.KeptPrediction(lambda: w.predict(watcher, level=target_level,
-                                                      records_per_partition=predict_records,
-                                                      now_ms=int(time.time() * 1000)),
+            kept = w.KeptPrediction(lambda mix: w.predict(watcher, mix, level=target_level,
+                                                          records_per_partition=predict_records,
+                                                          now_ms=int(time.time() * 1000)),
                                     topic=topic, codec=target, level=target_level, store=store)
         if not follow:
             mix = watcher.sample(w.parse_since(since, int(time.time() * 1000)))

@@ -568,7 +568,8 @@ def realized_figures(prediction: Prediction | None, mix: TopicMix) -> list[Figur
                f"the {mix.target} batches stored since {iso(mix.since_ms)} as the broker keeps them (header "
                "included) per record, one replica"),
         Figure("disk ratio", "x", pr("disk_ratio"), None if o is None or not t else o / t,
-               f"the other codecs' stored bytes per record / {mix.target}'s (predicted: on the records sampled)"),
+               f"the other codecs' stored bytes per record / {mix.target}'s (predicted: the other codecs' of the "
+               "records sampled, or of the first sample's batches where those are all in the target already)"),
         Figure("CPU s per 1M records", "s", pr("compress_cpu_s_per_1m"), None,
                "predicted: compression alone (evaluate's); realized: the producers' own, which the watch does not see"),
     ]
@@ -613,10 +614,14 @@ def export_payoff(metrics: MigrationMetrics, topic: str, payoff: WatchPayoff) ->
                    predicted_bytes_per_record=stored.predicted, realized_bytes_per_record=stored.realized)
 
 
-def predict(watcher: Watcher, *, level: int | None, records_per_partition: int, now_ms: int) -> Prediction | None:
+def predict(watcher: Watcher, mix: TopicMix, *, level: int | None, records_per_partition: int,
+            now_ms: int) -> Prediction | None:
     """evaluate's measurement of the watch's target codec at `level` on the last `records_per_partition` records
     of each watched partition, cut into batches of as many records as the broker stores per batch for those same
-    records (the producers' batching now); None when the partitions hold no records."""
+    records (the producers' batching now); None when the partitions hold no records.
+
+    The bytes it is set against (Prediction.source_bytes_per_record): the stored bytes per record of the sampled
+    records' batches in other codecs than the target, or where all are in the target already, of `mix`'s."""
     plan = plan_topic(watcher.cluster, watcher.topic, partitions=watcher.partitions, records=records_per_partition)
     sample = read_ranges(plan)
     if not sample.records:
@@ -634,7 +639,8 @@ def predict(watcher: Watcher, *, level: int | None, records_per_partition: int, 
         codec=watcher.target, level=level, batch_max_bytes=round(cell.uncompressed_bytes / cell.batches),
         records=cell.records, record_bytes=cell.record_bytes, stored_bytes=cell.compressed_bytes,
         compress_cpu_s_per_1m=round(cell.compress_cpu_s_per_1m, 4),
-        source_bytes_per_record=per_record(split(stored, watcher.target)[1]),
+        source_bytes_per_record=per_record(split(stored, watcher.target)[1]) or per_record(
+            split(mix.codecs, watcher.target)[1]),
         sample=(f"{sample.records:,} records of {watcher.topic} (partition:offsets {where}) as {setting.label}, in "
                 f"batches of {n:,} records: the {merge([stored]).batches:,} batches the broker stores them in hold "
                 f"{per_batch:,.1f} on average"),
@@ -656,13 +662,14 @@ class KeptPrediction:
     level (taken by an earlier watch, here or on another machine), else computed and kept there; without one,
     computed and kept by this process only. A topic without records is tried again at the next sample."""
 
-    def __init__(self, compute: Callable[[], Prediction | None], *, topic: str, codec: str, level: int | None,
+    def __init__(self, compute: Callable[[TopicMix], Prediction | None], *, topic: str, codec: str, level: int | None,
                  store: Store | None) -> None:
         self._compute, self.topic, self.codec, self.level, self._store = compute, topic, codec, level, store
         self._got: tuple[Prediction, str] | None = None
 
-    def get(self) -> tuple[Prediction | None, str]:
-        """(the prediction, where it comes from and is kept); (None, why) when there is none yet."""
+    def get(self, mix: TopicMix) -> tuple[Prediction | None, str]:
+        """(the prediction, where it comes from and is kept); (None, why) when there is none yet. `mix`: the
+        sample it is taken with."""
         if self._got is not None:
             return self._got
         where = None if self._store is None else f"state topic {self._store.topic}, migration {self.topic}"
@@ -675,7 +682,7 @@ class KeptPrediction:
                     self._got = (kept, f"taken at {iso(kept.at_ms)} by an earlier watch, read from {where}")
                     return self._got
                 replacing = f", replacing the one kept there for {label(kept.codec, kept.level)}"
-        p = self._compute()
+        p = self._compute(mix)
         if p is None:
             return None, f"none yet: {self.topic} holds no records to sample"
         if self._store is not None:
