@@ -1,6 +1,8 @@
 """`migrate watch` on the real broker: the stored codec mix since a time is exactly what the producers wrote
 (aborted transactions left out), a spread sample stays within its budget, a recompressing topic gets the
-recompression verdict, --follow serves transcoder_stored_codec_ratio, and bad input is one line."""
+recompression verdict, --follow serves transcoder_stored_codec_ratio, and bad input is one line; the prediction
+for the target codec agrees with the batches the broker stored in it (read from the segment files), and with
+--config it is kept in the state topic and read back by the next watch."""
 
 from __future__ import annotations
 
@@ -15,9 +17,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from tests.support.cli import run_cli
 from tests.support.configs import raw_config
 from transcoder.cli.main import _Cli
 from transcoder.cli.migrate_watch import watch
+from transcoder.codecs import CODEC_OF_ID
+from transcoder.dev.datagen import generate
+from transcoder.migrate.watch import iso
 
 VALUE = b"GET /api/v1/items?page=1 HTTP/1.1 200 " * 6  # compressible: librdkafka keeps the codec asked for
 PER_BATCH = 10
@@ -160,6 +166,14 @@ def test_follow_serves_the_stored_codec_ratio(kafka, rollout):
             text = resp.read().decode()
         assert f'transcoder_stored_codec_ratio{{codec="zstd",topic="{topic}"}} 0.65' in text
         assert f'transcoder_stored_codec_ratio{{codec="lz4",topic="{topic}"}} 0.35' in text
+        prediction = first["payoff"]["prediction"]
+        assert prediction["codec"] == "zstd" and prediction["records"] == 255 + 75  # all read back, aborted ones not
+        assert (f'transcoder_migration_predicted_ratio{{destination="{topic}"}} '
+                f'{prediction["record_bytes"] / prediction["stored_bytes"]!r}') in text
+        stored = next(f for f in first["payoff"]["figures"] if f["name"] == "stored bytes per record")
+        zstd = first["total"]["codecs"]["zstd"]
+        assert stored["realized"] == zstd["bytes"] / zstd["records"]
+        assert f'transcoder_migration_realized_bytes_per_record{{destination="{topic}"}} {stored["realized"]!r}' in text
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as resp:
             assert json.loads(resp.read())["topic"] == topic
         rest, err = proc.communicate(timeout=30)
@@ -175,9 +189,11 @@ def test_the_cluster_comes_from_a_config_file(kafka, rollout, tmp_path):
     topic, since = rollout
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw_config(kafka, [{"source": topic, "destinations": [{"codec": "zstd"}]}])))
-    result = cli("--topic", topic, "--config", str(path), "--since", str(since), "--format", "json")
+    result = cli("--topic", topic, "--config", str(path), "--since", str(since), "--format", "json",
+                 "--predict-records", "0")  # no prediction kept: test_the_prediction_..._is_kept
     assert result.exit_code == 0, result.output
-    assert records(json.loads(result.stdout)["total"]) == {"lz4": 35, "zstd": 65}
+    doc = json.loads(result.stdout)
+    assert records(doc["total"]) == {"lz4": 35, "zstd": 65} and doc["payoff"] is None
     both = cli("--topic", topic, "--config", str(path), "-b", kafka.bootstrap)
     assert both.exit_code == 2 and both.stderr == "transcoder: error: give --config or --bootstrap-servers, not both\n"
 
@@ -189,7 +205,75 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(kafka):
     for args, says in ((("--since", "yesterday"), "--since 'yesterday' is neither"),
                        (("--since", "2026-01-01T00:00:00"), "needs a time zone"),
                        (("--partition", "0,x"), "--partition '0,x'"),
-                       (("--metrics-port", "9400"), "need --follow")):
+                       (("--metrics-port", "9400"), "need --follow"),
+                       (("--target-level", "99"), "--target-level: level 99 is outside")):
         result = cli("--topic", "t", "-b", kafka.bootstrap, *args)
         assert result.exit_code == 2, result.output
         assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
+
+
+def stored_in_segments(kafka, topic: str, partition: int) -> dict[str, tuple[int, int]]:
+    """codec -> (records, bytes) of the batches in the partition's segment files on the broker's disk, read with
+    kafka-python: an independent reading of what the broker stores (the watch reads them over Fetch)."""
+    from kafka.record import MemoryRecords
+
+    out: dict[str, tuple[int, int]] = {}
+    for path in kafka.segment_files(topic, partition):
+        batches = MemoryRecords(path.read_bytes())
+        while (b := batches.next_batch()) is not None:
+            records, size = out.get(CODEC_OF_ID[b.compression_type], (0, 0))
+            out[CODEC_OF_ID[b.compression_type]] = (records + b.records_count, size + b.size_in_bytes)
+    return out
+
+
+def test_the_prediction_agrees_with_the_stored_target_batches_and_is_kept(kafka, topic_factory, producer_factory,
+                                                                          tmp_path):
+    """nginx records in batches of 50, gzip then zstd: the prediction (on the latest 1,000 records, at the batching
+    the broker stores them in) against the zstd batches on disk; with --config kept, and read back."""
+    topic = topic_factory(partitions=1)
+    records = generate("nginx", seed=45)
+    since = now_ms()
+    for codec in ("gzip", "zstd"):
+        p = producer_factory(**{"compression.type": codec, "linger.ms": 200, "batch.num.messages": 50})
+        for _ in range(1500):
+            r = next(records)
+            p.produce(topic, key=r.key, value=r.value, partition=0)
+        assert p.flush(30) == 0
+    disk = stored_in_segments(kafka, topic, 0)
+    assert set(disk) == {"gzip", "zstd"} and disk["zstd"][0] == 1500
+    zstd_bpr = disk["zstd"][1] / disk["zstd"][0]
+    gzip_bpr = disk["gzip"][1] / disk["gzip"][0]
+
+    result = cli("--topic", topic, "-b", kafka.bootstrap, "--since", str(since), "--predict-records", "1000",
+                 "--format", "json")
+    assert result.exit_code == 0, result.output
+    payoff = json.loads(result.stdout)["payoff"]
+    p = payoff["prediction"]
+    assert (p["codec"], p["level"], p["records"]) == ("zstd", None, 1000)
+    assert "in batches of 50 records" in p["sample"] and "not kept" in payoff["kept"]
+    figures = {f["name"]: f for f in payoff["figures"]}
+    assert figures["stored bytes per record"]["realized"] == pytest.approx(zstd_bpr, rel=1e-12)  # read whole
+    assert figures["disk ratio"]["realized"] == pytest.approx(gzip_bpr / zstd_bpr, rel=1e-12)
+    predicted = p["stored_bytes"] / p["records"]
+    assert figures["stored bytes per record"]["predicted"] == pytest.approx(predicted)
+    assert predicted == pytest.approx(zstd_bpr, rel=0.05), (predicted, zstd_bpr)
+    assert figures["ratio"]["realized"] is None and figures["ratio"]["predicted"] > 1
+    # the latest 1,000 records are all zstd: the gzip batches since --since are what the prediction is set against
+    assert p["source_bytes_per_record"] == pytest.approx(gzip_bpr, rel=1e-12)
+    assert figures["disk ratio"]["predicted"] == pytest.approx(gzip_bpr / predicted)
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw_config(kafka, [{"source": topic, "destinations": [{"codec": "zstd"}]}])))
+    first = run_cli("migrate", "watch", "--topic", topic, "--config", str(path), "--since", str(since),
+                    "--predict-records", "1000", "--format", "json")
+    assert first.returncode == 0, first.stderr
+    kept = json.loads(first.stdout)["payoff"]
+    assert kept["kept"].startswith("taken at ") and "by this watch, kept in state topic" in kept["kept"]
+    again = run_cli("migrate", "watch", "--topic", topic, "--config", str(path), "--since", str(since),
+                    "--predict-records", "10")
+    assert again.returncode == 0, again.stderr
+    at = iso(kept["prediction"]["at_ms"])
+    assert f"prediction: taken at {at} by an earlier watch, read from state topic" in again.stdout
+    assert f"predicted on {kept['prediction']['sample']}\n" in again.stdout  # not recomputed on 10 records
+    line = next(ln for ln in again.stdout.splitlines() if "stored bytes per record" in ln)
+    assert f"{kept['prediction']['stored_bytes'] / 1000:,.1f} B predicted, {zstd_bpr:,.1f} B realized" in line
