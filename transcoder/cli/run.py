@@ -97,10 +97,17 @@ def validate(config_path: Path, engine: str, master: str | None) -> None:
 @ENGINE
 @MASTER
 def run(config_path: Path, until_caught_up: bool, engine: str, master: str | None) -> None:
-    """Copy the configured topics until signalled (SIGTERM/SIGINT drain, commit and exit 0)."""
+    """Copy the configured topics until signalled (SIGTERM/SIGINT drain, commit and exit 0).
+
+    With --until-caught-up: a progress bar per lane on a terminal (records, rate, share done, offsets left, time
+    left), and a summary line per lane on stdout at the end (records, MB in and out, ratio, CPU per 1M records).
+    """
     import signal
+    import time
 
     import structlog
+
+    from transcoder.cli.progress import copy_progress
 
     # A signal while the config is read and the engine built (a slow start: a busy node, a config on a slow mount)
     # is kept, not left to the default action (killed by the signal, nothing said): the service stops as soon as it
@@ -125,15 +132,32 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
     log.info("service_starting", config=str(config_path), cluster=conf.cluster.redacted(), lanes=conf.lanes,
              until_caught_up=until_caught_up, engine=engine)
     service.serve()
+    started = time.monotonic()
     try:
-        service.run(until_caught_up=until_caught_up)
+        with copy_progress(until_caught_up) as progress:
+            service.run(until_caught_up=until_caught_up, progress=progress)
     except TranscoderError as exc:
         if service.abandoned:  # a failed lane's stop did not return (lane_stop_stuck)
             _exit_now(exc.exit_code, logs.redact(f"transcoder: error: {exc}"))
         raise
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
+    if until_caught_up:
+        _summary(service, time.monotonic() - started)
     if service.abandoned:
         _exit_now(0)
+
+
+def _summary(service: Engine, elapsed_s: float) -> None:
+    """A one-shot run's last lines: a line per lane on stdout (as Kafka's perf tools end), and the same figures as a
+    `lane_summary` log event each (JSON when piped)."""
+    import structlog
+
+    from transcoder.report.run_summary import from_status
+
+    log = structlog.get_logger("transcoder")
+    for lane in from_status(service.status(), elapsed_s):
+        log.info("lane_summary", **lane.as_dict())
+        click.echo(lane.line())
 
 
 def _exit_now(code: int, line: str | None = None) -> None:
