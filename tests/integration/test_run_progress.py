@@ -9,6 +9,7 @@ import json
 import re
 import time
 
+import pytest
 import yaml
 
 from tests.support.cli import run_cli
@@ -33,6 +34,7 @@ def produce(producer_factory, topic: str, n: int) -> None:
     assert p.flush(30) == 0
 
 
+@pytest.mark.parametrize("engine", ["service", "spark"], indirect=True)  # the hot path reports nothing of its own
 def test_each_engine_reports_every_lanes_progress_down_to_nothing_left(engine, kafka, topic_factory,
                                                                        producer_factory):
     source = topic_factory(partitions=2)
@@ -45,6 +47,7 @@ def test_each_engine_reports_every_lanes_progress_down_to_nothing_left(engine, k
         reports = [p for p in seen if p.lane == lane]
         left = [p.remaining for p in reports]
         assert left[0] is not None and left == sorted(left, reverse=True), left  # offsets left never grow
+        assert {p.total for p in reports} == {RECORDS}  # the source's offsets at start
         last = reports[-1]
         assert (last.state, last.records, last.remaining, last.fraction) == ("caught-up", RECORDS, 0, 1.0), last
         assert last.source_bytes > 0
@@ -63,6 +66,7 @@ def test_a_one_shot_run_ends_with_a_summary_per_lane_that_the_destination_agrees
                    timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
+    print(proc.stdout)  # the summary, for the record
     lines = proc.stdout.splitlines()
     summaries = {m["lane"]: m for m in map(SUMMARY.match, lines) if m}
     assert len(lines) == 2 and set(summaries) == {"z", "l"}, proc.stdout

@@ -59,8 +59,8 @@ def copy_text(lane: LaneProgress, rate: float | None) -> str:
 
 
 class CopyBars:
-    """A progress observer (transcoder.engine.progress) drawing a bar per lane: its records copied against those
-    plus the offsets left, with copy_text beside it."""
+    """A progress observer (transcoder.engine.progress) drawing a bar per lane: the source's offsets at start copied
+    and committed (LaneProgress.fraction), with copy_text beside it."""
 
     def __init__(self, progress: Progress, clock: Callable[[], float] = time.monotonic) -> None:
         self.progress = progress
@@ -73,12 +73,12 @@ class CopyBars:
         for lane in lanes:
             rate = self._rates.setdefault(lane.lane, Rate())
             rate.add(now, lane.records)
-            total = None if lane.remaining is None else lane.records + lane.remaining
+            fraction = lane.fraction
             task = self._tasks.get(lane.lane)
-            if task is None:
-                task = self._tasks[lane.lane] = self.progress.add_task(lane.lane, total=total, text="")
-            self.progress.update(task, total=total, completed=lane.records,
-                                 text=copy_text(lane, rate.per_second()))
+            if task is None:  # a bar of the share done: no total without an end (rich draws it pulsing)
+                task = self._tasks[lane.lane] = self.progress.add_task(
+                    lane.lane, total=None if fraction is None else 1.0, text="")
+            self.progress.update(task, completed=fraction or 0.0, text=copy_text(lane, rate.per_second()))
 
 
 class CopyLog:

@@ -28,11 +28,13 @@ class LaneProgress:
     source_bytes: int
     #: offsets left below the start end offsets (`remaining`); None: no end to reach (a continuous run)
     remaining: int | None
+    #: the offsets the source partitions held when the run started (`span`); None: no end to reach
+    total: int | None
 
     @property
     def fraction(self) -> float | None:
         """The share done, 0 to 1 (`fraction_done`); None without an end to reach."""
-        return fraction_done(self.records, self.remaining)
+        return fraction_done(self.total, self.remaining)
 
 
 def remaining(ends: Mapping[Partition, tuple[int, int]], position: Mapping[Partition, int]) -> int:
@@ -42,14 +44,18 @@ def remaining(ends: Mapping[Partition, tuple[int, int]], position: Mapping[Parti
     return sum(max(0, high - max(low, position.get(tp, low))) for tp, (low, high) in ends.items())
 
 
-def fraction_done(done: int, left: int | None) -> float | None:
-    """`done` / (`done` + `left`): the records copied by this run against those plus what is left (a run that
-    resumes from an earlier commit counts from where it resumed). 1.0 when nothing was, or is, to copy; None when
-    `left` is unknown."""
-    if left is None:
+def span(ends: Mapping[Partition, tuple[int, int]]) -> int:
+    """The offsets the source partitions held when the run started: each one's high minus low watermark."""
+    return sum(max(0, high - low) for low, high in ends.values())
+
+
+def fraction_done(total: int | None, left: int | None) -> float | None:
+    """The share of the source's offsets at start (`total`, `span`) that is copied and committed: 1 - `left` /
+    `total`. Of the whole topic, not of this run: a run that resumes from an earlier commit starts where that
+    commit was (once it has read it), not at 0. 1.0 when there was nothing to copy; None when either is unknown."""
+    if total is None or left is None:
         return None
-    total = done + left
-    return 1.0 if total <= 0 else min(1.0, done / total)
+    return 1.0 if total <= 0 else max(0.0, min(1.0, 1 - left / total))
 
 
 def eta_seconds(left: int | None, rate: float | None) -> float | None:

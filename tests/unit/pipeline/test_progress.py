@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from transcoder.pipeline.progress import LaneProgress, Rate, eta_seconds, fraction_done, remaining
+from transcoder.pipeline.progress import LaneProgress, Rate, eta_seconds, fraction_done, remaining, span
 
 ENDS = {("a", 0): (0, 1000), ("a", 1): (200, 500), ("b", 0): (50, 50)}  # (low, high) when the run started
 
@@ -18,13 +18,15 @@ def test_remaining_is_the_start_end_offsets_minus_the_committed_positions():
     assert remaining({("a", 1): (200, 500)}, {("a", 1): 10}) == 300
 
 
-def test_the_share_done_counts_this_runs_records_against_them_plus_what_is_left():
-    assert fraction_done(0, 1000) == 0.0
-    assert fraction_done(250, 750) == 0.25
+def test_the_share_done_is_of_the_sources_offsets_at_start_committed():
+    assert span(ENDS) == 1000 + 300
+    assert fraction_done(1000, 1000) == 0.0
+    assert fraction_done(1000, 750) == 0.25
     assert fraction_done(1000, 0) == 1.0
     assert fraction_done(0, 0) == 1.0  # nothing to copy: done
-    assert fraction_done(10, None) is None  # no end to reach
-    assert LaneProgress("l", "running", 300, 9000, 100).fraction == 0.75
+    assert fraction_done(None, 10) is None and fraction_done(1000, None) is None  # no end to reach
+    # a run resuming from an earlier commit: the share of the topic done, not of this run's records
+    assert LaneProgress("l", "running", records=300, source_bytes=9000, remaining=100, total=4000).fraction == 0.975
 
 
 @pytest.mark.parametrize(("left", "rate", "eta"), [
