@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -16,7 +16,7 @@ from transcoder.engine.progress import ProgressObserver
 from transcoder.pipeline.progress import LaneProgress, Rate, eta_seconds
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, ProgressColumn
+    from rich.progress import Progress, ProgressColumn, TaskID
 
 log = structlog.get_logger("transcoder.progress")
 
@@ -65,7 +65,7 @@ class CopyBars:
     def __init__(self, progress: Progress, clock: Callable[[], float] = time.monotonic) -> None:
         self.progress = progress
         self.clock = clock
-        self._tasks: dict[str, Any] = {}  # lane -> rich's TaskID
+        self._tasks: dict[str, TaskID] = {}
         self._rates: dict[str, Rate] = {}
 
     def __call__(self, lanes: Sequence[LaneProgress]) -> None:
@@ -134,7 +134,7 @@ class SeedBar:
         self.total = max_bytes if self.by_bytes else count
         self.progress = bars(TextColumn(f"seeding {topic}"), BarColumn(), TextColumn("{task.fields[text]}"),
                              TimeRemainingColumn())
-        self._task: Any = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> SeedBar:
         self.progress.__enter__()
@@ -146,5 +146,6 @@ class SeedBar:
 
     def __call__(self, records: int, nbytes: int) -> None:
         """The producing loop's tally: records and bytes (key + value + headers) handed to the producer so far."""
+        assert self._task is not None, "SeedBar is called inside its `with`"
         self.progress.update(self._task, completed=nbytes if self.by_bytes else records,
                              text=f"{records:,} records, {nbytes / 1e6:,.1f} MB")
