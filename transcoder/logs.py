@@ -1,4 +1,5 @@
-"""Logging set-up: structlog, JSON when the output is not a terminal, console renderer when it is."""
+"""Logging set-up: structlog, JSON lines when the output is not a terminal, human-readable lines when it is (or
+as `--log-format` says); every line, in either form, with the process's secrets redacted."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import base64
 import faulthandler
 import json
 import logging
+import os
 import re
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import TextIO
+from typing import TextIO, cast
 
 import structlog
 from structlog.typing import EventDict, Processor
@@ -168,9 +170,45 @@ def stacks_on_signal(signum: int = signal.SIGUSR1) -> None:
     faulthandler.register(signum, file=sys.__stderr__, all_threads=True, chain=False)
 
 
+#: `--log-format` (TRANSCODER_LOG_FORMAT): auto (console on a terminal, JSON otherwise), or either forced.
+LOG_FORMATS = ("auto", "json", "console")
+
+
+def renders_json(log_format: str, isatty: bool) -> bool:
+    """Whether lines are JSON: `json`, or `auto` when the output is not a terminal (piped, a file, Kubernetes)."""
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log format {log_format!r} is not one of {', '.join(LOG_FORMATS)}")
+    return log_format == "json" or (log_format == "auto" and not isatty)
+
+
+def colours(isatty: bool, environ: Mapping[str, str]) -> bool:
+    """Whether human-readable lines are coloured: on a terminal, unless NO_COLOR is set to anything but the empty
+    string (no-color.org)."""
+    return isatty and not environ.get("NO_COLOR")
+
+
+class _ProcessStderr:
+    """The process's stderr as it is when a line is written, not when logging was configured: a progress bar
+    (rich.progress, transcoder.cli.progress) swaps sys.stderr while it draws, and lines written through the swap
+    are printed above the bar instead of through it."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure(level: str = "info", *, stream: TextIO | None = None, json: bool | None = None,
-              debug_clients: bool = False) -> None:
+              log_format: str = "auto", debug_clients: bool = False) -> None:
     """Configure structlog and stdlib logging once, from the CLI; never at import time.
+
+    Lines go to `stream` (default: the process's stderr), as JSON or human-readable (structlog's ConsoleRenderer,
+    coloured on a terminal unless NO_COLOR is set, tracebacks plain) as `json` says, else as `log_format` does
+    (`renders_json`).
 
     `debug` shows transcoder's own events and the clients' lines of INFO and above; `debug_clients` adds the
     clients' own debug lines (kafka-python's requests and responses by type, librdkafka's debug contexts),
@@ -179,9 +217,10 @@ def configure(level: str = "info", *, stream: TextIO | None = None, json: bool |
     """
     global _client_debug
     _client_debug = debug_clients
-    stream = stream or sys.stderr
+    out = stream if stream is not None else cast(TextIO, _ProcessStderr())
+    isatty = out.isatty()
     if json is None:
-        json = not stream.isatty()
+        json = renders_json(log_format, isatty)
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
@@ -190,15 +229,18 @@ def configure(level: str = "info", *, stream: TextIO | None = None, json: bool |
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    # Tracebacks as plain text: the console renderer's default (rich's) shows each frame's local variables (record
+    # contents, a client's config) and wraps long values across lines, where the redactor could not find a secret.
+    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(
+        colors=colours(isatty, os.environ), exception_formatter=structlog.dev.plain_traceback)
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer, _redact_rendered],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(stream),
+        logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
     # librdkafka's own log lines arrive through stdlib logging (see clients.py); render them alike.
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(out)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(processors=[
         structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer, _redact_rendered,
     ], foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name]))

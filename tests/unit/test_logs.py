@@ -165,3 +165,58 @@ def test_sigusr1_writes_every_thread_s_stack_to_stderr_and_the_process_goes_on()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "alive\n", done.stderr
     assert "Current thread" in done.stderr and 'in parked' in done.stderr, done.stderr
+
+
+def test_the_log_format_json_when_piped_human_readable_on_a_terminal_or_as_forced():
+    assert logs.renders_json("auto", isatty=False) and not logs.renders_json("auto", isatty=True)
+    assert logs.renders_json("json", isatty=True) and logs.renders_json("json", isatty=False)
+    assert not logs.renders_json("console", isatty=False) and not logs.renders_json("console", isatty=True)
+    with pytest.raises(ValueError, match="not one of auto, json, console"):
+        logs.renders_json("yaml", isatty=True)
+    assert logs.colours(True, {}) and logs.colours(True, {"NO_COLOR": ""})  # empty: not set (no-color.org)
+    assert not logs.colours(True, {"NO_COLOR": "1"}) and not logs.colours(False, {})
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("stream_type", "log_format", "no_color", "rendered"), [
+    (io.StringIO, "auto", "", "json"),  # piped: JSON lines
+    (Terminal, "auto", "", "colours"),  # a terminal: human-readable, coloured
+    (Terminal, "auto", "1", "plain"),  # ... without colours when NO_COLOR is set
+    (Terminal, "json", "", "json"),  # forced either way
+    (io.StringIO, "console", "", "plain"),
+])
+def test_no_secret_in_either_renderer_events_tracebacks_and_client_lines_alike(configured, monkeypatch, stream_type,
+                                                                                log_format, no_color, rendered):
+    monkeypatch.setenv("NO_COLOR", no_color)
+    out = stream_type()
+    logs.configure("info", stream=out, log_format=log_format)
+    log = structlog.get_logger("transcoder.test")
+    log.info("ours", password_by_mistake=PASSWORD, nested={"conf": {"sasl.password": PASSWORD}},
+             raw=PLAIN_MESSAGE.encode(), blob=base64.b64encode(PLAIN_MESSAGE.encode()).decode())
+
+    def failing(config: dict[str, str]) -> None:
+        record_value = "GET /private/record HTTP/1.1"  # a local of the failing frame: never shown  # noqa: F841
+        raise ValueError(f"refused {config['sasl.password']}")
+
+    try:
+        failing({"sasl.password": PASSWORD})
+    except ValueError:
+        log.exception("failed")
+        logging.getLogger("another.library").exception("client %s", PASSWORD)  # a stdlib record with a traceback
+    kafka_python_record("kafka.net.manager", "%s", f"auth with {PLAIN_MESSAGE}", level=logging.CRITICAL)
+    text = out.getvalue()
+    for form in forms_of(PASSWORD) + forms_of(PLAIN_MESSAGE):
+        assert form not in text, form
+    assert "refused ***" in text and "GET /private/record" not in text  # plain tracebacks: no frame's locals
+    lines = text.splitlines()
+    if rendered == "json":
+        events = [json.loads(ln)["event"] for ln in lines]
+        assert events == ["ours", "failed", "client ***", "auth with ***"]
+    else:
+        assert not lines[0].startswith("{") and "ours" in lines[0] and "password_by_mistake" in lines[0]
+        assert ("\x1b[" in text) == (rendered == "colours")
+        assert "Traceback (most recent call last)" in text

@@ -262,12 +262,12 @@ def _measure(measurer: MeasurerEntry, how: Measuring, sample: Any, cells: list[A
     """The grid measured on the sample by the chosen engine, with a progress bar on a terminal if it reports one."""
     if not measurer.reports_progress:
         return measurer.measure(sample.partitions, cells, how)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=True,
-                  disable=not sys.stderr.isatty()) as bar:
+    from transcoder.cli.progress import bars
+
+    with bars(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("cells measured"),
+              TimeRemainingColumn()) as bar:
         task = bar.add_task("evaluate", total=len(cells) * len(sample.partitions))
         return measurer.measure(sample.partitions, cells,
                                 dataclasses.replace(how, progress=lambda: bar.advance(task)))

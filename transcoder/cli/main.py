@@ -154,7 +154,11 @@ def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) ->
               help="Also log the Kafka clients' own debug lines (kafka-python's requests and responses by type, "
                    "librdkafka's debug contexts " + logs.RDKAFKA_DEBUG_CONTEXTS + "), each cut to "
                    f"{logs.MAX_CLIENT_LINE} characters: never record contents, never a secret. Verbose.")
-def main(log_level: str, debug_clients: bool) -> None:
+@click.option("--log-format", type=click.Choice(logs.LOG_FORMATS), default="auto", show_default=True,
+              envvar="TRANSCODER_LOG_FORMAT",
+              help="auto: human-readable lines on a terminal, JSON lines otherwise (piped, a file, Kubernetes); "
+                   "json or console: always that.")
+def main(log_level: str, debug_clients: bool, log_format: str) -> None:
     """Copy Kafka topics into per-codec destination topics and measure what each codec costs and saves."""
-    logs.configure(log_level, debug_clients=debug_clients)
+    logs.configure(log_level, log_format=log_format, debug_clients=debug_clients)
     logs.stacks_on_signal()

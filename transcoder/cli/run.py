@@ -195,8 +195,16 @@ def _report(data: dict[str, Any], as_json: bool, emit: Callable[[dict[str, Any]]
 @MASTER
 def run(config_path: Path, until_caught_up: bool, engine: str, master: str | None) -> None:
     """Copy the configured topics until signalled (SIGTERM/SIGINT drain, commit and exit 0; with --until-caught-up,
-    a signal before every lane caught up exits 143/130 once they drained and committed)."""
+    a signal before every lane caught up exits 143/130 once they drained and committed).
+
+    With --until-caught-up: a progress bar per lane on a terminal (records, rate, share done, offsets left, time
+    left), and a summary line per lane on stdout at the end (records, MB in and out, ratio, CPU per 1M records).
+    """
+    import time
+
     import structlog
+
+    from transcoder.cli.progress import copy_progress
 
     # A signal while the config is read and the engine built (a slow start: a busy node, a config on a slow mount)
     # is kept, not left to the default action (killed by the signal, nothing said): the service stops as soon as it
@@ -222,13 +230,17 @@ def run(config_path: Path, until_caught_up: bool, engine: str, master: str | Non
     log.info("service_starting", config=str(config_path), cluster=conf.cluster.redacted(), lanes=conf.lanes,
              until_caught_up=until_caught_up, engine=engine)
     service.serve()
+    started = time.monotonic()
     try:
-        service.run(until_caught_up=until_caught_up)
+        with copy_progress(until_caught_up) as progress:
+            service.run(until_caught_up=until_caught_up, progress=progress)
     except TranscoderError as exc:
         if service.abandoned:  # a failed lane's stop did not return (lane_stop_stuck)
             _exit_now(exc.exit_code, logs.redact(f"transcoder: error: {exc}"))
         raise
     log.info("service_stopped", records={lane.spec.name: lane.status.records for lane in service.lanes})
+    if until_caught_up:
+        _summary(service, time.monotonic() - started)
     cut_short = interrupted(until_caught_up, asked, [lane.status.state for lane in service.lanes])
     if service.abandoned:
         _exit_now(ExitCode.OK if cut_short is None else cut_short.exit_code,
@@ -249,6 +261,19 @@ def interrupted(until_caught_up: bool, signals: list[int], states: list[str]) ->
     name = signal.Signals(signals[0]).name
     return Interrupted(signals[0], f"run --until-caught-up stopped by {name} before every lane caught up: run it "
                                    "again to copy the rest (it resumes from the last commit)")
+
+
+def _summary(service: Engine, elapsed_s: float) -> None:
+    """A one-shot run's last lines: a line per lane on stdout (as Kafka's perf tools end), and the same figures as a
+    `lane_summary` log event each (JSON when piped)."""
+    import structlog
+
+    from transcoder.report.run_summary import from_status
+
+    log = structlog.get_logger("transcoder")
+    for lane in from_status(service.status(), elapsed_s):
+        log.info("lane_summary", **lane.as_dict())
+        click.echo(lane.line())
 
 
 def _exit_now(code: ExitCode, line: str | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -83,18 +82,9 @@ def seed(topic: str, bootstrap_servers: str | None, props: tuple[str, ...], kind
             topic_config.setdefault("cleanup.policy", "compact")
     cluster = {"bootstrap.servers": bootstrap(bootstrap_servers, local_kafka_dir), **properties(props)}
 
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from transcoder.cli.progress import SeedBar
 
-    by_bytes = max_bytes is not None or count is None
-    with Progress(TextColumn(f"seeding {topic}"), BarColumn(), DownloadColumn() if by_bytes else
-                  TextColumn("{task.completed:,.0f}/{task.total:,.0f} records"), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as bar:
-        task = bar.add_task("seed", total=max_bytes if by_bytes else count)
-
-        def progress(n: int, b: int) -> None:
-            bar.update(task, completed=b if by_bytes else n)
-
+    with SeedBar(topic, count, max_bytes) as progress:  # drawn on a terminal only
         result = seeding.seed(records, cluster=cluster, topic=topic, count=count, max_bytes=max_bytes,
                               partitions=partitions, replication_factor=replication_factor,
                               topic_config=topic_config, compression=compression, rate=rate,

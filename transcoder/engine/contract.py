@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from transcoder.config import Config
+from transcoder.engine.progress import ProgressObserver
 from transcoder.kafka.provisioning import Prepared
 from transcoder.metrics.registry import LaneMetrics
 from transcoder.metrics.status import LaneStatus
@@ -73,9 +74,11 @@ class Engine(Protocol):
         or on `port` (0: any free one); return the port bound. Called before `run`."""
         ...
 
-    def run(self, *, until_caught_up: bool = False) -> Prepared:
+    def run(self, *, until_caught_up: bool = False, progress: ProgressObserver | None = None) -> Prepared:
         """Prepare (creating destinations), then copy every lane until `stop` is called (drain, commit, return) or,
         with `until_caught_up`, until every lane has copied and committed the source end offsets seen at start.
+        `progress`, when given, is called with every lane's progress (transcoder.engine.progress) about twice a
+        second, and once more after the lanes ended; with `until_caught_up`, against the end offsets seen at start.
         A failed lane stops the others; its error is raised (a TranscoderError) once they stopped. Delivery is at
         least once, or exactly once where the engine and the config's guarantee say so: a stop never loses a
         record, and what was not committed is copied again by the next run."""

@@ -13,6 +13,7 @@ import structlog
 
 from transcoder.config import Config
 from transcoder.engine import Served
+from transcoder.engine.progress import ProgressObserver, lane_progress
 from transcoder.errors import ConfigError, TranscoderError
 from transcoder.evaluate.live_scoring import Scorer
 from transcoder.kafka.admin import end_offsets
@@ -106,15 +107,18 @@ class Service(Served):
             committed=lambda: {tp: o for ln in self.lanes for tp, o in dict(ln.status.committed).items()})
         return self._side_thread("migration-verify", self.verification.run)
 
-    def _wait(self, threads: dict[Lane, threading.Thread], limit: float) -> float | None:
+    def _wait(self, threads: dict[Lane, threading.Thread], limit: float,
+              progress: Callable[[], None] = lambda: None) -> float | None:
         """Until every lane's thread ends, or `limit` seconds after stopping began (a stop asked, or a lane failed:
-        the others drain and stop too), then they are abandoned. When stopping began (None: it did not)."""
+        the others drain and stop too), then they are abandoned; `progress` reported on each turn. When stopping
+        began (None: it did not)."""
         by_lane = {lane.spec.name: t for lane, t in threads.items()}
         stopping_since: float | None = None
         heap = HeapTrim()
         while any(t.is_alive() for t in threads.values()):
             next(t for t in threads.values() if t.is_alive()).join(0.5)  # short joins: signals are handled
             self._watch_loops(by_lane)
+            progress()
             heap.tick()
             if any(lane.status.state == "failed" for lane in threads):
                 self.stop_event.set()  # as soon as a lane fails, not once its own stop returned
@@ -183,7 +187,15 @@ class Service(Served):
         self.stops_asked += 1
         self.stop_event.set()
 
-    def run(self, *, until_caught_up: bool = False) -> Prepared:
+    def _progress(self, observer: ProgressObserver | None) -> Callable[[], None]:
+        """What `_wait` calls on each turn: every lane's progress (its status, against its start end offsets with
+        --until-caught-up) handed to `observer`; nothing without one."""
+        if observer is None:
+            return lambda: None
+        return lambda: observer([lane_progress(ln.status, ln.catch_up.end_offsets if ln.catch_up else None)
+                                 for ln in self.lanes])
+
+    def run(self, *, until_caught_up: bool = False, progress: ProgressObserver | None = None) -> Prepared:
         prepared = self.prepare(create=True)
         gc.freeze()  # what start-up built lives as long as the process: never scanned again
         gc.set_threshold(*GC_THRESHOLDS)
@@ -219,7 +231,9 @@ class Service(Served):
         for t in threads:
             t.start()
         limit = self.config.shutdown_timeout_s + SHUTDOWN_MARGIN_S
-        stopping_since = self._wait(dict(zip(self.lanes, threads, strict=True)), limit)
+        report = self._progress(progress)
+        stopping_since = self._wait(dict(zip(self.lanes, threads, strict=True)), limit, report)
+        report()  # where every lane ended
         self.stop_event.set()  # every lane is done (caught up, stopped or failed): the poller takes a last reading
         self._side_jobs([poller, scoring, verifying], (stopping_since or time.monotonic()) + limit)
         # a lane abandoned while it stopped after failing has raised nothing yet: what failed it

@@ -15,6 +15,7 @@ import pickle
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ import structlog
 from transcoder import errors
 from transcoder.config import Config
 from transcoder.engine import Served
+from transcoder.engine.progress import ProgressObserver, lane_progress
 from transcoder.errors import ConfigError, TranscoderError
 from transcoder.evaluate.live_scoring import Scorer
 from transcoder.evaluate.live_windows import Sampler
@@ -183,7 +185,7 @@ class SparkEngine(Served):
         return lines
 
     # ------------------------------------------------------------------ running
-    def run(self, *, until_caught_up: bool = False) -> Prepared:
+    def run(self, *, until_caught_up: bool = False, progress: ProgressObserver | None = None) -> Prepared:
         prepared = self.prepare(create=True)
         spark = self.session()
         try:
@@ -208,7 +210,7 @@ class SparkEngine(Served):
                                  daemon=True).start()
             for lane in self.lanes:
                 self._start(spark, lane, until_caught_up=until_caught_up)
-            self._watch(prepared)
+            self._watch(prepared, self._progress(progress, lows if until_caught_up else None))
             self.stop_event.set()
             if poller is not None:
                 poller.join(60)
@@ -326,8 +328,19 @@ class SparkEngine(Served):
             lane.sampled[source] = partition
             sampler.offer(msgs)
 
-    def _watch(self, prepared: Prepared) -> None:
-        """Follow the queries until each ends (caught up, stopped or failed): lag, CPU, health, stop requests."""
+    def _progress(self, observer: ProgressObserver | None,
+                  ends: dict[Partition, tuple[int, int]] | None) -> Callable[[], None] | None:
+        """What `_watch` calls on each turn: every lane's progress handed to `observer` (None: no observer), against
+        the start end offsets of its sources (`ends`; None: not a one-shot run)."""
+        if observer is None:
+            return None
+        by_lane = {ln.spec.name: None if ends is None else {tp: v for tp, v in ends.items() if tp[0] in ln.spec.sources}
+                   for ln in self.lanes}
+        return lambda: observer([lane_progress(ln.status, by_lane[ln.spec.name]) for ln in self.lanes])
+
+    def _watch(self, prepared: Prepared, progress: Callable[[], None] | None = None) -> None:
+        """Follow the queries until each ends (caught up, stopped or failed): lag, CPU, health, stop requests;
+        `progress` reported on each turn, and once more at the end."""
         interval = self.config.metrics.stats_interval_ms / 1000
         next_figures = 0.0
         stop_asked: float | None = None
@@ -341,8 +354,12 @@ class SparkEngine(Served):
             if now >= next_figures:
                 self._figures(prepared)
                 next_figures = now + interval
+            if progress is not None:
+                progress()
             time.sleep(0.2)
         self._figures(prepared)  # the last figures, after every query ended
+        if progress is not None:
+            progress()
 
     def _follow(self, lane: SparkLane, stop_asked: float | None) -> None:
         st, q = lane.status, lane.query
