@@ -14,7 +14,7 @@ import click
 
 from transcoder import logs, versions
 from transcoder.cli.help import Sectioned
-from transcoder.errors import ConfigError, Interrupted, TranscoderError
+from transcoder.errors import ConfigError, ExitCode, Interrupted, TranscoderError
 
 
 def _refused_properties(exc: Exception) -> str | None:
@@ -140,7 +140,7 @@ def properties(values: tuple[str, ...]) -> dict[str, str]:
 def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
         click.echo("\n".join(f"{name} {v}" for name, v in versions()))
-        ctx.exit()
+        ctx.exit(ExitCode.OK)
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})

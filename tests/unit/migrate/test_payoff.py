@@ -125,10 +125,11 @@ def test_a_reading_from_the_facts_gathered():
 
 
 def test_the_health_record_of_an_earlier_version_has_no_figures():
-    old = decode_health("d", {"errors_total": 2, "last_error_ms": 5, "at_ms": 9})
+    where = {"topic": "m", "partition": 0, "offset": 7}
+    old = decode_health(json.dumps({"errors_total": 2, "last_error_ms": 5, "at_ms": 9}).encode(), "d", **where)
     assert old == LaneHealth("d", 2, 5, 9, None)
-    new = decode_health("d", {"errors_total": 0, "last_error_ms": None, "at_ms": 9,
-                              "copier": {"records": 4, "record_bytes": 40, "wire_bytes": 12, "cpu_s": None}})
+    new = decode_health(json.dumps({"v": 1, "errors_total": 0, "last_error_ms": None, "at_ms": 9, "copier": {
+        "records": 4, "record_bytes": 40, "wire_bytes": 12, "cpu_s": None}}).encode(), "d", **where)
     assert new.copier == CopierFigures(4, 40, 12, None)
 
 

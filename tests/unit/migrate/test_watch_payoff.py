@@ -66,7 +66,7 @@ def test_the_json_form_keeps_the_prediction_as_stored_and_every_figure():
     assert Prediction.from_dict(doc["prediction"]) == prediction()
     stored = doc["figures"][1]
     assert stored == {"name": "stored bytes per record", "unit": "B", "predicted": 60.0, "realized": 62.0,
-                      "note": stored["note"], "difference": pytest.approx(2 / 60)}
+                      "note": stored["note"], "difference": pytest.approx(2 / 60), "comparable": True}
     assert "zstd batches stored since 2026-" in stored["note"]
     assert w.watch_payoff(None, "none yet", mix()).as_dict()["prediction"] is None
 
