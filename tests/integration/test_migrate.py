@@ -30,6 +30,7 @@ from tests.support.cli import one_line, run_cli
 from tests.support.migration import (
     assert_exact,
     by_partition,
+    committed_on,
     consume_group,
     cut_over,
     migrate,
@@ -332,15 +333,6 @@ def test_bad_input_is_one_line_and_changes_nothing(kafka, topic_factory, tmp_pat
 
 
 # ---------------------------------------------------------------- the edges (issue 29 rows 3, 4, 5)
-def _committed_on(kafka, group: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
-    try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                                              timeout=10) if tp.offset >= 0}
-    finally:
-        c.close()
-
-
 def _live_member(kafka, group: str, topic: str, partitions: int, client_id: str) -> Consumer:
     """A member of `group` that is assigned every partition of `topic` and never commits."""
     member = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "client.id": client_id,
@@ -365,7 +357,7 @@ def test_a_lost_state_topic_is_named_and_a_cutover_never_moves_a_group_backwards
     assert first["outcome"] == "moved"
     after = consume_group(kafka, group, dest)  # the group reads the copy to its end
     assert_exact(read_all(kafka, source), before, after)
-    read_to = _committed_on(kafka, group, dest, 3)
+    read_to = committed_on(kafka, group, dest, 3)
     assert sum(read_to.values()) == 600
     # the state topic is deleted
     admin.delete_topics([conf.state_topic])[conf.state_topic].result(30)
@@ -391,7 +383,7 @@ def test_a_lost_state_topic_is_named_and_a_cutover_never_moves_a_group_backwards
     assert m, line
     p, committed, translated = (int(x) for x in m.groups())
     assert committed == read_to[p] and translated == first["destination_offsets"][str(p)] < committed, line
-    assert _committed_on(kafka, group, dest, 3) == read_to  # nothing committed
+    assert committed_on(kafka, group, dest, 3) == read_to  # nothing committed
     assert consume_group(kafka, group, dest) == []  # nothing to read again
 
 
@@ -412,7 +404,7 @@ def test_finish_refuses_while_a_live_member_is_assigned_the_source_without_a_com
         assert reader in line and "live-reader@" in line and "[0,1,2]" in line and source in line, line
     finally:
         member.close()
-    assert _committed_on(kafka, reader, source, 3) == {}
+    assert committed_on(kafka, reader, source, 3) == {}
     status = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
     assert status["migration"]["stage"] == "shadow"
     # the reader gone, the migration finishes
@@ -461,7 +453,7 @@ def test_sigterm_or_sigint_to_a_waiting_cutover_releases_its_lease(kafka, topic_
     finally:
         member.close()
         store.close()
-    assert _committed_on(kafka, group, dest, 1) == {}  # the interrupted cutover committed nothing
+    assert committed_on(kafka, group, dest, 1) == {}  # the interrupted cutover committed nothing
 
 
 def test_a_rollback_never_moves_a_group_backwards_on_the_source(kafka, topic_factory, tmp_path):
@@ -479,4 +471,4 @@ def test_a_rollback_never_moves_a_group_backwards_on_the_source(kafka, topic_fac
     assert proc.returncode != 0, proc.stdout
     assert (f"rollback of group {group} refused: it would move the group backwards on {source} [0] from its "
             "committed offset 150 to 80") in line, line
-    assert _committed_on(kafka, group, source, 1) == {0: 150}  # nothing committed
+    assert committed_on(kafka, group, source, 1) == {0: 150}  # nothing committed

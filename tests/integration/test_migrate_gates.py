@@ -7,23 +7,12 @@ from __future__ import annotations
 import json
 import uuid
 
-from confluent_kafka import Consumer, TopicPartition
-
 from tests.support.cli import one_line
-from tests.support.migration import assert_exact, consume_group, migrate, produce, read_all, setup
+from tests.support.migration import assert_exact, committed_on, consume_group, migrate, produce, read_all, setup
 from transcoder.migrate.state import StateStore
 from transcoder.service.runner import Service
 
 OVERRIDE_ALL = ("--override", "lag", "--override", "verified", "--override", "errors")
-
-
-def _committed_on(kafka, group: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
-    try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                                              timeout=10) if tp.offset >= 0}
-    finally:
-        c.close()
 
 
 def _refused_line(proc, gate: str) -> str:
@@ -70,7 +59,7 @@ def test_copied_and_mismatch_refuse_every_override_and_a_dry_run_prints_what_the
                                "partition": 1, "source_offset": 7, "at_ms": 0})
         line = _refused_line(migrate("cutover", "--config", path, "--group", ok, "--force", ok=False), "mismatch")
         assert "value differs" in line and "`transcoder migrate verify`" in line and "copied:" not in line, line
-        assert _committed_on(kafka, behind, dest, 3) == {} and _committed_on(kafka, ok, dest, 3) == {}
+        assert committed_on(kafka, behind, dest, 3) == {} and committed_on(kafka, ok, dest, 3) == {}
         state = store.read()
         assert state[f"group/{behind}"]["stage"] == state[f"group/{ok}"]["stage"] == "source"
         store.delete("mismatch")
@@ -84,7 +73,7 @@ def test_copied_and_mismatch_refuse_every_override_and_a_dry_run_prints_what_the
             "members": "pass", "copied": "pass", "lag": "pass", "verified": "pass", "mismatch": "pass",
             "errors": "pass", "rewind": "pass"}
         assert store.read_records() == written
-        assert _committed_on(kafka, ok, dest, 3) == {}
+        assert committed_on(kafka, ok, dest, 3) == {}
     finally:
         store.close()
 
@@ -93,14 +82,14 @@ def test_copied_and_mismatch_refuse_every_override_and_a_dry_run_prints_what_the
     # per partition, the dry run's offsets are those the cutover committed, from the same source offsets
     assert moved["destination_offsets"] == plan["destination_offsets"]
     assert moved["source_offsets"] == plan["source_offsets"]
-    assert _committed_on(kafka, ok, dest, 3) == {int(p): o for p, o in plan["destination_offsets"].items()}
+    assert committed_on(kafka, ok, dest, 3) == {int(p): o for p, o in plan["destination_offsets"].items()}
     copied = [r for r in read_all(kafka, source) if r[1] < 100]
     assert_exact(copied, before, consume_group(kafka, ok, dest))  # it reads the exact next records
-    assert _committed_on(kafka, behind, dest, 3) == {}
+    assert committed_on(kafka, behind, dest, 3) == {}
 
     # a cutover interrupted after its commit (the state still says `moving`): the dry run says it would resume with
     # the offsets recorded, and the cutover then records the group as moved, committing nothing again
-    read_to = _committed_on(kafka, ok, dest, 3)
+    read_to = committed_on(kafka, ok, dest, 3)
     with StateStore(conf, dest) as store:
         rec = store.read()[f"group/{ok}"]
         store.put(f"group/{ok}", {**rec, "stage": "moving", "history": rec["history"][:-1]})
@@ -110,4 +99,4 @@ def test_copied_and_mismatch_refuse_every_override_and_a_dry_run_prints_what_the
     assert [(g["gate"], g["result"]) for g in plan["gates"]] == [("members", "pass"), ("rewind", "pass")]
     (again,) = json.loads(migrate("cutover", "--config", path, "--group", ok, "--format", "json").stdout)
     assert again["outcome"] == "moved" and "its commit had landed" in again["detail"], again
-    assert _committed_on(kafka, ok, dest, 3) == read_to
+    assert committed_on(kafka, ok, dest, 3) == read_to

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 import yaml
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support import records
 from tests.support.cli import run_cli
@@ -44,6 +44,16 @@ def produce(kafka, topic: str, n: int, partitions: int, *, keyed: Callable[[int]
         headers = [("h", f"{i}".encode()), ("h", None)] if i % 3 == 0 else None
         p.produce(topic, value, key, partition=i % partitions, timestamp=ts + i, headers=headers)
     assert p.flush(30) == 0
+
+
+def committed_on(kafka, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """Group `group`'s committed offsets of `topic` (partitions without one left out), read with a plain consumer."""
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                              timeout=10) if tp.offset >= 0}
+    finally:
+        c.close()
 
 
 def read_all(kafka, topic: str) -> list[Rec]:
