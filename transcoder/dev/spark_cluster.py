@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -45,7 +46,11 @@ class StandaloneCluster:
         """The environment of the daemons, and of a driver that should reach them on loopback."""
         return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
                 "SPARK_DAEMON_JAVA_OPTS": " ".join(LEAN_JVM), "SPARK_DAEMON_MEMORY": "256m",
-                "SPARK_LOG_DIR": str(self.base / "logs"), "SPARK_NO_DAEMONIZE": "1"}
+                "SPARK_LOG_DIR": str(self.base / "logs"), "SPARK_NO_DAEMONIZE": "1",
+                # the workers' and executors' scratch (each application's copy of its files: ~0.5 GB of packed
+                # dependencies per executor) under the cluster's own directory, not /tmp: a SIGKILLed executor never
+                # removes its own, and `stop` removes them all
+                "SPARK_LOCAL_DIRS": str(self.base / "local")}
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
         with open(self.base / f"{name}.log", "ab") as log:  # the daemon keeps its own descriptor
@@ -97,3 +102,5 @@ class StandaloneCluster:
             if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(30)
+        if (self.base / "local").exists():  # nothing runs there any more; the logs are kept
+            shutil.rmtree(self.base / "local")
