@@ -39,6 +39,13 @@ def _check_version(doc: Mapping[str, Any], what: str) -> None:
                              f"this one reads up to {FORMAT_VERSION}): upgrade transcoder to read it")
 
 
+def stored_bytes_per_record(disk_bytes: int | None, replicas: int | None, records: int | None) -> float | None:
+    """Bytes one record takes on one replica (as stored, and so as fetched); None: nothing to divide."""
+    if not disk_bytes or not replicas or not records:
+        return None
+    return disk_bytes / replicas / records
+
+
 @dataclass(frozen=True)
 class Prediction:
     """evaluate's figures for the destination's codec, level and batch size, on a sample of the source's records."""
@@ -94,9 +101,7 @@ class TopicSize:
 
     @property
     def bytes_per_record(self) -> float | None:
-        if not self.disk_bytes or not self.records or not self.replicas:
-            return None
-        return self.disk_bytes / self.replicas / self.records
+        return stored_bytes_per_record(self.disk_bytes, self.replicas, self.records)
 
 
 @dataclass(frozen=True)

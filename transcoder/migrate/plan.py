@@ -23,6 +23,7 @@ from transcoder.kafka.clients import connect_admin
 from transcoder.kafka.protocol import RawClient
 from transcoder.kafka.provisioning import zstd_problem
 from transcoder.migrate.groups import GroupAdmin, GroupView, describe_group, groups_on
+from transcoder.migrate.payoff import stored_bytes_per_record
 from transcoder.migrate.target import pick
 from transcoder.pipeline import routes
 from transcoder.pipeline.routes import LaneSpec, Plan, Target
@@ -52,9 +53,7 @@ class TopicFacts:
     @property
     def bytes_per_record(self) -> float | None:
         """Bytes one record takes on one replica (as stored, and so as fetched); None: nothing to divide."""
-        if not self.records or not self.disk_bytes or not self.replication_factor:
-            return None
-        return self.disk_bytes / self.replication_factor / self.records
+        return stored_bytes_per_record(self.disk_bytes, self.replication_factor, self.records)
 
 
 @dataclass(frozen=True)
