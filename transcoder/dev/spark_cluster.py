@@ -50,7 +50,11 @@ class StandaloneCluster:
                 # the workers' and executors' scratch (each application's copy of its files: ~0.5 GB of packed
                 # dependencies per executor) under the cluster's own directory, not /tmp: a SIGKILLed executor never
                 # removes its own, and `stop` removes them all
-                "SPARK_LOCAL_DIRS": str(self.base / "local")}
+                "SPARK_LOCAL_DIRS": str(self.base / "local"),
+                # a driver's own temporary files (spark-submit unpacks the packed environment of `spark.archives`
+                # there: 432 MB) likewise, or each SIGKILLed driver leaves one in /tmp
+                "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} "
+                                     f"-Djava.io.tmpdir={self.base / 'local'}".strip()}
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
         with open(self.base / f"{name}.log", "ab") as log:  # the daemon keeps its own descriptor
@@ -58,7 +62,7 @@ class StandaloneCluster:
                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=self.base)
 
     def start(self, workers: int = 2) -> StandaloneCluster:
-        self.base.mkdir(parents=True, exist_ok=True)
+        (self.base / "local").mkdir(parents=True, exist_ok=True)  # java.io.tmpdir must exist
         self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                   "--port", str(self.port), "--webui-port", str(self.ui_port))
         for _ in range(workers):
