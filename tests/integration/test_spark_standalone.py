@@ -17,7 +17,7 @@ import yaml
 from tests.support.cli import run_cli
 from tests.support.configs import raw_config
 from tests.support.faults import compare_topics
-from transcoder.dev.spark_cluster import EXECUTOR_CONF, StandaloneCluster
+from transcoder.dev.spark_cluster import StandaloneCluster
 from transcoder.errors import ConfigError
 from transcoder.kafka.admin import describe, end_offsets
 
@@ -58,7 +58,7 @@ def write_config(directory, kafka, routes: list[dict], *, name: str = "config.ya
 
 def _spark(cluster: StandaloneCluster, tmp_path, **conf: str) -> dict:
     return {"master": cluster.url, "checkpoint_location": str(tmp_path / "checkpoints"),
-            "max_offsets_per_trigger": 4000, "conf": {**EXECUTOR_CONF, **conf}}
+            "max_offsets_per_trigger": 4000, "conf": {**cluster.executor_conf(), **conf}}
 
 
 def test_executors_without_transcoder_are_refused_in_one_line(cluster, kafka, topic_factory, tmp_path):

@@ -26,9 +26,6 @@ def spark_home() -> Path:
         raise RuntimeError("a standalone Spark cluster needs pyspark: pip install 'transcoder[spark]'")
     return Path(spec.origin).parent
 
-#: what every executor JVM of the tests runs with (the drivers' own lean flags come from SPARK_SUBMIT_OPTS)
-EXECUTOR_CONF = {"spark.executor.extraJavaOptions": " ".join(LEAN_JVM), "spark.executor.memory": "512m"}
-
 
 @dataclass
 class StandaloneCluster:
@@ -55,6 +52,13 @@ class StandaloneCluster:
                 # there: 432 MB) likewise, or each SIGKILLed driver leaves one in /tmp
                 "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} "
                                      f"-Djava.io.tmpdir={self.base / 'local'}".strip()}
+
+    def executor_conf(self) -> dict[str, str]:
+        """What every executor JVM of the tests runs with (the drivers' own lean flags come from SPARK_SUBMIT_OPTS):
+        lean, and its temporary files under the cluster's scratch (an executor unpacks `spark.archives` from a copy
+        in java.io.tmpdir, 432 MB for the packed environment, that a SIGKILLed executor leaves behind)."""
+        return {"spark.executor.extraJavaOptions": " ".join([*LEAN_JVM, f"-Djava.io.tmpdir={self.base / 'local'}"]),
+                "spark.executor.memory": "512m"}
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
         with open(self.base / f"{name}.log", "ab") as log:  # the daemon keeps its own descriptor

@@ -11,6 +11,8 @@ def test_drivers_and_executors_write_their_scratch_under_the_cluster(tmp_path: P
     env = StandaloneCluster(tmp_path, port=1, ui_port=2).env()
     assert env["SPARK_LOCAL_DIRS"] == str(tmp_path / "local")
     assert env["SPARK_SUBMIT_OPTS"].split() == ["-Xss4m", "-XX:+UseSerialGC", f"-Djava.io.tmpdir={tmp_path / 'local'}"]
+    executor = StandaloneCluster(tmp_path, port=1, ui_port=2).executor_conf()["spark.executor.extraJavaOptions"]
+    assert executor.split()[-1] == f"-Djava.io.tmpdir={tmp_path / 'local'}"
 
 
 def test_stop_removes_the_scratch_and_keeps_the_logs(tmp_path: Path):
