@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+from transcoder.dev.kafka_jars import SLF4J_VERSION, default_cache_dir, resolve_jars
 from transcoder.dev.ports import free_port
 from transcoder.dev.spark_cluster import StandaloneCluster
 

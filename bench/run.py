@@ -25,7 +25,7 @@ from bench.spans import WARM, WarmRule
 from transcoder import __version__
 from transcoder.dev import seed
 from transcoder.dev.datagen import Record
-from transcoder.dev.local_kafka import DEFAULT_VERSION
+from transcoder.dev.kafka_jars import DEFAULT_VERSION
 from transcoder.dev.spark_cluster import StandaloneCluster
 from transcoder.kafka.clients import connect_admin
 from transcoder.kafka.protocol import RawClient

@@ -20,7 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.cluster import Cluster
 from tests.support.proxy import Proxy
 from tests.support.records import read_messages
-from transcoder.dev.local_kafka import LEAN_JVM, LocalKafka
+from transcoder.dev.broker_process import LEAN_JVM
+from transcoder.dev.local_kafka import LocalKafka
 from transcoder.dev.ports import free_port
 from transcoder.kafka.admin import wait_leaders
 

@@ -1,4 +1,4 @@
-"""tests/cluster: one local 3-node KRaft cluster for the session (transcoder.dev.local_kafka.LocalCluster), fresh
+"""tests/cluster: one local 3-node KRaft cluster for the session (transcoder.dev.local_cluster.LocalCluster), fresh
 RF 3 topics per test, every node running again after each test.
 
 `make test` runs this directory in a pytest session of its own, one process, after the main run (which ignores
@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.three_brokers import REPLICAS, admin_client
-from transcoder.dev.local_kafka import LocalCluster
+from transcoder.dev.local_cluster import LocalCluster
 from transcoder.kafka.admin import wait_leaders
 
 HERE = Path(__file__).parent

@@ -65,7 +65,8 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
     The Java client's zstd-jni, lz4-java and java.util.zip also differ from the Python codecs by a little
     (within 2% at 64 KiB)."""
     from bench import copiers
-    from transcoder.dev.local_kafka import DEFAULT_VERSION, LEAN_JVM
+    from transcoder.dev.broker_process import LEAN_JVM
+    from transcoder.dev.kafka_jars import DEFAULT_VERSION
 
     source = topic_factory(partitions=1)
     proc = run_cli("seed", "--kind", "nginx", "--count", "20000", "--topic", source, "-b", kafka.bootstrap)

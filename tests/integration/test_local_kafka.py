@@ -179,7 +179,7 @@ def test_brokers_out_of_range_is_one_line_and_exit_2(tmp_path):
 
 
 def test_a_cluster_node_that_cannot_bind_is_one_line_and_leaves_nothing_running(tmp_path, monkeypatch):
-    from transcoder.dev import local_kafka
+    from transcoder.dev import local_cluster
     from transcoder.errors import PortInUseError
 
     state = tmp_path / "lc"
@@ -187,12 +187,12 @@ def test_a_cluster_node_that_cannot_bind_is_one_line_and_leaves_nothing_running(
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        chosen = local_kafka.fixed_ports(3)
+        chosen = local_cluster.fixed_ports(3)
         # node 2's client port is taken between the choice and the bind, as another process could take it (two
         # nodes, not three: the same path for a third less CPU)
-        monkeypatch.setattr(local_kafka, "fixed_ports", lambda n: [*chosen[:2], port, *chosen[2:]])
+        monkeypatch.setattr(local_cluster, "fixed_ports", lambda n: [*chosen[:2], port, *chosen[2:]])
         try:
-            local_kafka.LocalCluster(state).up(brokers=2, lean=True)
+            local_cluster.LocalCluster(state).up(brokers=2, lean=True)
         except PortInUseError as exc:
             message = str(exc)
         else:

@@ -5,7 +5,7 @@ Why these settings: Kafka 3.x ignores `log.message.format.version` once `inter.b
 is 3.0 or newer (KIP-724), and KRaft needs IBP >= 3.0, so the broker runs in ZooKeeper mode with IBP 2.8.
 Clients still speak today's protocol and produce v2 batches; the broker converts them to magic v1 on
 append, keeping the producer's codec (compression.type=producer). The jars come from Maven Central into
-~/.cache/transcoder/legacy-kafka/<version> (transcoder.dev.local_kafka.resolve_jars), never into git.
+~/.cache/transcoder/legacy-kafka/<version> (transcoder.dev.kafka_jars.resolve_jars), never into git.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from transcoder.dev.local_kafka import SLF4J_VERSION, default_cache_dir, resolve_jars
+from transcoder.dev.kafka_jars import SLF4J_VERSION, default_cache_dir, resolve_jars
 from transcoder.dev.ports import free_port
 
 #: The last Kafka line with ZooKeeper mode (4.0 removed it) and so with message format v0/v1 on disk.

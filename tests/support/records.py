@@ -101,7 +101,7 @@ def read_with_java_consumer(bootstrap: str, topic: str, count: int, *, timeout_m
     import shutil
     import subprocess
 
-    from transcoder.dev.local_kafka import fetch
+    from transcoder.dev.kafka_jars import fetch
 
     fields = ["print.timestamp", "print.partition", "print.offset", "print.headers", "print.key", "print.value"]
     cmd = [shutil.which("java") or "java", "-cp", os.path.join(fetch(), "*"),

@@ -24,7 +24,8 @@ from transcoder.errors import ConfigError, Interrupted, UnavailableError
 def local_kafka(ctx: click.Context, state_dir: Path | None, kafka_version: str | None) -> None:
     """A real Apache Kafka broker (KRaft, one node), or a cluster of them (`up --brokers 3`), on 127.0.0.1, for
     development and tests."""
-    from transcoder.dev.local_kafka import DEFAULT_VERSION, LocalKafka
+    from transcoder.dev.kafka_jars import DEFAULT_VERSION
+    from transcoder.dev.local_kafka import LocalKafka
 
     ctx.obj = LocalKafka(state_dir, version=kafka_version or DEFAULT_VERSION)
 
@@ -33,14 +34,14 @@ def local_kafka(ctx: click.Context, state_dir: Path | None, kafka_version: str |
 @click.pass_obj
 def local_kafka_fetch(kafka: Any) -> None:
     """Resolve the broker's jars with Maven into the cache (a no-op when cached)."""
-    from transcoder.dev.local_kafka import fetch
+    from transcoder.dev.kafka_jars import fetch
 
     click.echo(fetch(kafka.version, kafka.cache_dir))
 
 
 def _cluster(kafka: Any) -> Any:
     """The cluster whose state lives beside the single broker's (one state directory, either one running)."""
-    from transcoder.dev.local_kafka import LocalCluster
+    from transcoder.dev.local_cluster import LocalCluster
 
     return LocalCluster(kafka.state_dir, version=kafka.version, cache_dir=kafka.cache_dir)
 
@@ -64,7 +65,7 @@ def _cluster(kafka: Any) -> Any:
 def local_kafka_up(kafka: Any, brokers: int, port: int | None, controller_port: int | None, timeout: float | None,
                    secured: bool) -> None:
     """Start the broker (or --brokers N of them); print its bootstrap address (list) as the last line."""
-    from transcoder.dev.local_kafka import MAX_BROKERS
+    from transcoder.dev.local_cluster import MAX_BROKERS
 
     if not 1 <= brokers <= MAX_BROKERS:
         raise ConfigError(f"--brokers takes 1 to {MAX_BROKERS} nodes, not {brokers}")

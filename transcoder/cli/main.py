@@ -100,7 +100,8 @@ def bootstrap(servers: str | None, local_state_dir: Path | None) -> str:
     """The bootstrap servers given, else the running local broker's (or local cluster's); ConfigError when neither."""
     if servers:
         return servers
-    from transcoder.dev.local_kafka import LocalCluster, LocalKafka
+    from transcoder.dev.local_cluster import LocalCluster
+    from transcoder.dev.local_kafka import LocalKafka
 
     st = LocalKafka(local_state_dir).state() or LocalCluster(local_state_dir).state()
     if st is None:

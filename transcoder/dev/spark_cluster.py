@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from transcoder.dev.local_kafka import LEAN_JVM
+from transcoder.dev.broker_process import LEAN_JVM
 from transcoder.dev.ports import free_port
 
 

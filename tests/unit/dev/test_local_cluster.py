@@ -8,12 +8,8 @@ from pathlib import Path
 import pytest
 
 from transcoder.dev import ports
-from transcoder.dev.local_kafka import (
-    ClusterState,
-    NodeState,
-    _server_properties,
-    cluster_node_properties,
-)
+from transcoder.dev.local_cluster import ClusterState, NodeState, cluster_node_properties
+from transcoder.dev.local_kafka import server_properties
 from transcoder.errors import LocalKafkaError
 
 PORTS = {1: (20001, 20002), 2: (20003, 20004), 3: (20005, 20006)}
@@ -68,7 +64,7 @@ def test_lean_nodes_take_the_test_brokers_properties():
 
 
 def test_the_single_broker_is_still_one_voter_with_unreplicated_internal_topics():
-    props = _props(_server_properties(9092, 9093, Path("/d")))
+    props = _props(server_properties(9092, 9093, Path("/d")))
     assert props["node.id"] == "1" and props["controller.quorum.voters"] == "1@127.0.0.1:9093"
     assert props["offsets.topic.replication.factor"] == "1" and props["transaction.state.log.min.isr"] == "1"
     assert props["default.replication.factor"] == "1" and props["min.insync.replicas"] == "1"
