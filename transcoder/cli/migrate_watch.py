@@ -37,19 +37,19 @@ def _cluster(ctx: click.Context, config_path: Path | None, servers: str | None, 
 
 def _payoff(kept: Any, mix: Any) -> Any:
     """The sample's predicted against realized (None: --predict-records 0); the prediction taken on the first
-    sample (migrate.watch.KeptPrediction)."""
+    sample (migrate.watch_payoff.KeptPrediction)."""
     if kept is None:
         return None
     from confluent_kafka import KafkaException
 
-    from transcoder.migrate import watch as w
+    from transcoder.migrate import watch_payoff
 
     try:
         prediction, where = kept.get(mix)
     except KafkaException as exc:
         raise KafkaUnavailableError(f"cannot take the prediction for {mix.topic}: {exc.args[0]}",
                                     topic=mix.topic) from exc
-    return w.watch_payoff(prediction, where, mix)
+    return watch_payoff.watch_payoff(prediction, where, mix)
 
 
 def _print(mix: Any, fmt: str, follow: bool, payoff: Any = None) -> None:
@@ -129,6 +129,7 @@ def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_se
     the prediction is kept in the migration state topic: later watches show the same one)."""
     from transcoder.codecs.names import check_level
     from transcoder.migrate import watch as w
+    from transcoder.migrate import watch_payoff
 
     if not follow and (metrics_port is not None or count is not None):
         raise ConfigError("--metrics-port and --samples need --follow")
@@ -151,10 +152,11 @@ def watch(ctx: click.Context, topic: str, config_path: Path | None, bootstrap_se
                 from transcoder.migrate.state import StateStore
 
                 store = stack.enter_context(StateStore(config, topic))
-            kept = w.KeptPrediction(lambda mix: w.predict(watcher, mix, level=target_level,
-                                                          records_per_partition=predict_records,
-                                                          now_ms=int(time.time() * 1000)),
-                                    topic=topic, codec=target, level=target_level, store=store)
+            kept = watch_payoff.KeptPrediction(
+                lambda mix: watch_payoff.predict(watcher, mix, level=target_level,
+                                                 records_per_partition=predict_records,
+                                                 now_ms=int(time.time() * 1000)),
+                topic=topic, codec=target, level=target_level, store=store)
         if not follow:
             mix = watcher.sample(since.ms())
             _print(mix, fmt, follow, _payoff(kept, mix))
@@ -168,6 +170,7 @@ def _follow(watcher: Any, kept: Any, since: When, fmt: str, interval: float, cou
     next one is tried (the cluster may come back), until interrupted or `count` samples."""
     from transcoder.metrics.registry import MigrationMetrics
     from transcoder.migrate import watch as w
+    from transcoder.migrate.watch_payoff import export_payoff
 
     metrics = MigrationMetrics()
     latest: dict[str, Any] = {}
@@ -199,7 +202,7 @@ def _follow(watcher: Any, kept: Any, since: When, fmt: str, interval: float, cou
                     payoff = None
                 w.export(metrics, mix)
                 if payoff is not None:
-                    w.export_payoff(metrics, watcher.topic, payoff)
+                    export_payoff(metrics, watcher.topic, payoff)
                 latest.clear()
                 latest.update({**mix.as_dict(), "payoff": None if payoff is None else payoff.as_dict()})
                 _print(mix, fmt, True, payoff)

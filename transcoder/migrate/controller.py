@@ -4,6 +4,8 @@ All state lives in the migration's state topic (migrate.state), so any machine c
 restarted controller resumes where the last one stopped, and every step is idempotent: a group already
 moved is reported as such, a cutover interrupted after its offsets were computed commits those same
 offsets. One controller at a time holds a migration (migrate.lease.Lease); a second one refuses.
+A cutover's gates, translation and commit, and its dry run, are migrate.cutover.Cutover's: the controller hands
+it the clients and the state writer it works with.
 
 State keys (values are JSON objects):
   migration        source, destination, codec, stage (shadow|finished), started/finished times
@@ -16,7 +18,6 @@ State keys (values are JSON objects):
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,39 +28,24 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from transcoder.config import Config
-from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError, RefusedError
+from transcoder.errors import ConfigError, KafkaUnavailableError, MigrationError
 from transcoder.kafka import offset_map_topic
 from transcoder.kafka.admin import SETTLE_S, SETTLING_ERRORS, settling, wait_settled
 from transcoder.kafka.clients import client_config, connect_admin, retriable
 from transcoder.kafka.protocol import RawClient
 from transcoder.migrate import gates, groups, payoff, retry, verify
+from transcoder.migrate.cutover import Cutover, DryRun, Moved, pick, refuse_rewind
 from transcoder.migrate.lease import Lease
 from transcoder.migrate.plan import human_bytes, topic_facts
 from transcoder.migrate.realized import Payoffs
 from transcoder.migrate.retry import until_deadline
-from transcoder.migrate.state import StateStore, kafka_error
+from transcoder.migrate.state import StateStore, decode_offsets, encode_offsets, kafka_error, now_ms
 from transcoder.migrate.target import Resolved, resolve
 from transcoder.pipeline.offset_runs import PartitionMap
 
 log = structlog.get_logger("transcoder.migrate")
 
 STAGES = ("source", "moving", "destination", "rolling-back")
-
-
-def _members(view: groups.GroupView) -> tuple[str, ...]:
-    return tuple(f"{m.client_id}@{m.host}" for m in view.members)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _ints(d: Mapping[str, Any] | None) -> dict[int, int]:
-    return {int(k): int(v) for k, v in (d or {}).items()}
-
-
-def _strs(d: Mapping[int, int]) -> dict[str, int]:
-    return {str(k): v for k, v in sorted(d.items())}
 
 
 def _parts(ps: Iterable[int]) -> str:
@@ -79,31 +65,6 @@ class GroupStatus:
     verified: bool
     forced: list[str] = field(default_factory=list)
     moved_ms: int | None = None
-
-
-@dataclass
-class DryRun:
-    """What a cutover would do to one group, changing nothing."""
-
-    group: str
-    stage: str
-    outcome: str  # would move | would resume | already | refused
-    gates: list[gates.Outcome]
-    source_offsets: dict[int, int]
-    #: the offsets the cutover would commit on the destination; None where the offset map cannot say (detail: why)
-    destination_offsets: dict[int, int] | None
-    forced: list[str]  # the failed gates the overrides given would override
-    detail: str = ""
-
-
-@dataclass
-class Moved:
-    group: str
-    outcome: str  # moved | already | refused
-    source_offsets: dict[int, int]
-    destination_offsets: dict[int, int]
-    forced: list[str]
-    detail: str = ""
 
 
 class Controller:
@@ -131,6 +92,9 @@ class Controller:
         self.payoffs = Payoffs(config, self.r.target, self.r.source, self.r.destination, src_admin=self.src_admin,
                                dst_admin=self.dst_admin, put=self._put, lane_committed=self.lane_committed,
                                health=lambda: self.maps()[1], sample_records=self.mc.predict_sample_records)
+        self.cutovers = Cutover(self.r, self.mc, src_groups=self.src_groups, dst_groups=self.dst_groups, put=self._put,
+                                watermarks=self.watermarks, first_records=self.first_records,
+                                lane_committed=self.lane_committed)
 
     def close(self) -> None:
         """Close the state store and the group clients (on this, their owner's, thread)."""
@@ -262,7 +226,7 @@ class Controller:
         chosen = self._groups(group_ids, all_groups=all_groups, st=st, registering=True)
         migration = st.get("migration") or {
             "source": self.r.source, "destination": self.r.destination, "target": self.r.target.name,
-            "codec": self.r.target.destination.label, "stage": "shadow", "started_ms": _now_ms()}
+            "codec": self.r.target.destination.label, "stage": "shadow", "started_ms": now_ms()}
         if migration.get("stage") == "finished":
             raise MigrationError(f"migration {self.r.destination} is finished; start a new one with another "
                                  "destination")
@@ -275,8 +239,8 @@ class Controller:
         if "migration" not in st:
             self._put("migration", migration)
         for g, view in views.items():
-            self._put(f"group/{g}", {"stage": "source", "source_offsets": _strs(view.committed),
-                                     "registered_ms": _now_ms(), "history": [["source", _now_ms()]]})
+            self._put(f"group/{g}", {"stage": "source", "source_offsets": encode_offsets(view.committed),
+                                     "registered_ms": now_ms(), "history": [["source", now_ms()]]})
         self.payoffs.start(st)
         try:
             lane = groups.describe_group(self.src_groups, self.r.lane_group, self.r.source)
@@ -331,7 +295,7 @@ class Controller:
         lane = self.lane_committed()
         results = verify.verify(self.config, self.r.source, self.r.destination, maps, starts, ends=lane,
                                 progress=progress)
-        at = _now_ms()
+        at = now_ms()
         first = next((r.mismatch for _, r in sorted(results.items()) if r.mismatch is not None), None)
         for p, res in sorted(results.items()):
             if starts.get(p) != res.verified_through or first is None:
@@ -357,11 +321,11 @@ class Controller:
         overridden = gates.overrides(overrides)
         st = self.state()
         self._started(st)
-        chosen = self._chosen(group_ids, all_groups=all_groups, percent=percent, st=st)
+        chosen = pick(self._groups(group_ids, all_groups=all_groups or percent is not None, st=st), percent, st)
         maps, health = self.maps()
         out = []
         for g in chosen:
-            out.append(self._cutover_one(g, st, maps, health, wait_s=wait_s, overridden=overridden))
+            out.append(self.cutovers.move(g, st, maps, health, wait_s=wait_s, overridden=overridden))
             st = self.state()
             if out[-1].outcome == "moved":  # the copy's figures and lag as the group moves
                 self.payoffs.record(f"cutover:{g}", groups_moved=_moved_count(st))
@@ -375,151 +339,9 @@ class Controller:
         overridden = gates.overrides(overrides)
         st = self.state()
         self._started(st)
-        chosen = self._chosen(group_ids, all_groups=all_groups, percent=percent, st=st)
+        chosen = pick(self._groups(group_ids, all_groups=all_groups or percent is not None, st=st), percent, st)
         maps, health = self.maps()
-        return [self._dry_run_one(g, st, maps, health, wait_s=wait_s, overridden=overridden) for g in chosen]
-
-    def _chosen(self, group_ids: Iterable[str], *, all_groups: bool, percent: float | None,
-                st: Mapping[str, Any]) -> list[str]:
-        chosen = self._groups(group_ids, all_groups=all_groups or percent is not None, st=st)
-        if percent is not None:
-            waiting = [g for g in chosen if st.get(f"group/{g}", {}).get("stage", "source") != "destination"]
-            chosen = waiting[:max(1, math.ceil(len(chosen) * percent / 100))] if waiting else []
-        return chosen
-
-    def _source_view(self, g: str, wait_s: float | None) -> groups.GroupView:
-        """The group on the source, its members waited out first when `wait_s` is given."""
-        view = groups.describe_group(self.src_groups, g, self.r.source)
-        if view.members and wait_s is not None:
-            view = groups.wait_empty(self.src_groups, g, self.r.source, timeout_s=wait_s)
-        return view
-
-    def _gates(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
-               health: offset_map_topic.LaneHealth | None, wait_s: float | None
-               ) -> tuple[dict[int, int], list[gates.Gate]]:
-        """The group's committed source offsets, and the gates (but rewind) it fails now."""
-        view = self._source_view(g, wait_s)
-        committed = dict(view.committed)
-        ends = self.watermarks(self.r.source)
-        mismatch = st.get("mismatch", {}).get("line")
-        facts = gates.GateFacts(
-            group=g, members=_members(view), committed=committed,
-            lane_committed=self.lane_committed(), source_ends={p: h for p, (_, h) in ends.items()},
-            verified_through={int(k.split("/", 1)[1]): int(v["verified_through"]) for k, v in st.items()
-                              if k.startswith("verify/")},
-            map_source_end={p: m.source_end for p, m in maps.items()}, mismatch=mismatch,
-            last_error_ms=health.last_error_ms if health else None, now_ms=_now_ms(),
-            max_lag_records=self.mc.max_lag_records, error_window_s=self.mc.error_window_s)
-        return committed, gates.failed(facts)
-
-    def _translate(self, g: str, committed: Mapping[int, int], maps: Mapping[int, PartitionMap]) -> dict[int, int]:
-        """The destination offsets of group `g` committed at `committed` on the source (gates.forward)."""
-        # where the map does not reach back to the group's offset, whether a record lies between decides
-        starts = {p: c for p, c in committed.items() if not maps.get(p) or (maps[p].source_start or 0) > c}
-        first = self.first_records(self.r.source, starts) if starts else {}
-        first.update({p: c for p, c in committed.items() if p not in starts})
-        dest_ends = {p: h for p, (_, h) in self.watermarks(self.r.destination, destination=True).items()}
-        return gates.forward(g, committed, maps, first, dest_ends)
-
-    def _cutover_one(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
-                     health: offset_map_topic.LaneHealth | None, *, wait_s: float | None,
-                     overridden: Collection[str]) -> Moved:
-        rec = dict(st.get(f"group/{g}") or {})
-        stage = rec.get("stage", "source")
-        if stage == "destination":
-            return Moved(g, "already", _ints(rec.get("source_offsets")), _ints(rec.get("destination_offsets")),
-                         list(rec.get("forced", [])), "already on the destination")
-        if stage == "moving":  # an interrupted cutover: commit the offsets it had computed
-            src, dst = _ints(rec["source_offsets"]), _ints(rec["destination_offsets"])
-            refuse = gates.members_gate(g, _members(self._source_view(g, wait_s)))
-            if refuse:
-                raise RefusedError(gates.refusal_line(g, refuse))
-            landed = groups.committed_on(self.dst_groups, g, self.r.destination)
-            if resumed_commit_landed(landed, dst):
-                # the commit was made before the interruption (and the group may have read on since): done
-                return self._moved(g, rec, src, dst, list(rec.get("forced", [])),
-                                   "resumed an interrupted cutover (its commit had landed)")
-            self._refuse_rewind("cutover", g, self.dst_groups, self.r.destination, dst)
-            groups.commit_offsets(self.dst_groups, g, self.r.destination, dst)
-            return self._moved(g, rec, src, dst, list(rec.get("forced", [])), "resumed an interrupted cutover")
-        committed, failed = self._gates(g, st, maps, health, wait_s)
-        refuse, overrode = gates.blocking(failed, overridden)
-        if refuse:
-            raise RefusedError(gates.refusal_line(g, refuse))
-        forced = [x.name for x in overrode]
-        if forced:
-            log.warning("cutover_gates_forced", group=g, gates=[f"{x.name}: {x.detail}" for x in overrode])
-        dst = self._translate(g, committed, maps)
-        self._refuse_rewind("cutover", g, self.dst_groups, self.r.destination, dst)
-        history = list(rec.get("history", [])) + [["moving", _now_ms()]]
-        self._put(f"group/{g}", {**rec, "stage": "moving", "source_offsets": _strs(committed),
-                                 "destination_offsets": _strs(dst), "forced": forced, "history": history})
-        groups.commit_offsets(self.dst_groups, g, self.r.destination, dst)
-        return self._moved(g, {**rec, "history": history}, committed, dst, forced, "")
-
-    def _dry_run_one(self, g: str, st: Mapping[str, Any], maps: Mapping[int, PartitionMap],
-                     health: offset_map_topic.LaneHealth | None, *, wait_s: float | None,
-                     overridden: Collection[str]) -> DryRun:
-        rec = dict(st.get(f"group/{g}") or {})
-        stage = rec.get("stage", "source")
-        if stage == "destination":
-            return DryRun(g, stage, "already", [], _ints(rec.get("source_offsets")),
-                          _ints(rec.get("destination_offsets")), list(rec.get("forced", [])),
-                          "already on the destination")
-        if stage == "moving":  # resumed: its gates were evaluated when it started; only members and rewind left
-            src, recorded = _ints(rec["source_offsets"]), _ints(rec["destination_offsets"])
-            failed = gates.members_gate(g, _members(self._source_view(g, wait_s)))
-            landed = groups.committed_on(self.dst_groups, g, self.r.destination)
-            if not resumed_commit_landed(landed, recorded):
-                failed += gates.rewind_gate(self.r.destination, gates.rewinds(landed, recorded))
-            found = [o for o in gates.outcomes(failed, ()) if o.name in ("members", "rewind")]
-            return DryRun(g, stage, "refused" if failed else "would resume", found, src, recorded,
-                          list(rec.get("forced", [])), "an interrupted cutover: it commits the offsets it computed")
-        committed, failed = self._gates(g, st, maps, health, wait_s)
-        dst: dict[int, int] | None = None
-        detail = ""
-        try:
-            dst = self._translate(g, committed, maps)
-        except MigrationError as exc:  # the map cannot say: the group's row says why, and it would be refused
-            detail = str(exc)
-        if dst is not None:
-            failed += gates.rewind_gate(self.r.destination,
-                                        gates.rewinds(groups.committed_on(self.dst_groups, g, self.r.destination), dst))
-        refuse, overrode = gates.blocking(failed, overridden)
-        return DryRun(g, stage, "refused" if refuse or dst is None else "would move",
-                      gates.outcomes(failed, overridden), committed, dst, [x.name for x in overrode],
-                      detail or (gates.refusal_line(g, refuse) if refuse else ""))
-
-    def _refuse_rewind(self, step: str, g: str, ga: groups.GroupAdmin, topic: str, offsets: Mapping[int, int]
-                       ) -> None:
-        """RefusedError (nothing committed) if committing `offsets` would move group `g` backwards on `topic`."""
-        found = gates.rewinds(groups.committed_on(ga, g, topic), offsets)
-        if found:
-            log.info("rewind_refused", step=step, group=g, topic=topic,
-                     partitions={r.partition: [r.committed, r.translated] for r in found})
-            raise RefusedError(gates.rewind_line(step, g, topic, found), topic=topic,
-                               partition=found[0].partition, offset=found[0].committed)
-
-    def _moved(self, g: str, rec: Mapping[str, Any], src: dict[int, int], dst: dict[int, int], forced: list[str],
-               detail: str) -> Moved:
-        at = _now_ms()
-        self._put(f"group/{g}", {**rec, "stage": "destination", "source_offsets": _strs(src),
-                                 "destination_offsets": _strs(dst), "forced": forced, "moved_ms": at,
-                                 "history": list(rec.get("history", [])) + [["destination", at]]})
-        log.info("group_cut_over", group=g, source=self.r.source, destination=self.r.destination,
-                 source_offsets=_strs(src), destination_offsets=_strs(dst), forced=forced)
-        return Moved(g, "moved", src, dst, forced, detail)
-
-    def _quiet(self, g: str, topic: str, wait_s: float | None, force: bool) -> groups.GroupView:
-        view = groups.describe_group(self.src_groups if topic == self.r.source else self.dst_groups, g, topic)
-        if view.members:
-            if wait_s is None:
-                raise MigrationError(f"group {g} has active members: "
-                                     f"{', '.join(f'{m.client_id}@{m.host}' for m in view.members)} "
-                                     "(stop them, or use --wait)")
-            view = groups.wait_empty(self.src_groups if topic == self.r.source else self.dst_groups, g, topic,
-                                     timeout_s=wait_s)
-        return view
+        return [self.cutovers.dry_run(g, st, maps, health, wait_s=wait_s, overridden=overridden) for g in chosen]
 
     # ------------------------------------------------------------------ rollback
     def rollback(self, group_ids: Iterable[str], *, all_groups: bool = False, wait_s: float | None = None
@@ -532,27 +354,29 @@ class Controller:
             rec = dict(st.get(f"group/{g}") or {})
             stage = rec.get("stage", "source")
             if stage == "source":
-                out.append(Moved(g, "already", _ints(rec.get("source_offsets")), {}, [], "already on the source"))
+                out.append(Moved(g, "already", decode_offsets(rec.get("source_offsets")), {}, [],
+                                 "already on the source"))
                 continue
             if stage == "rolling-back":
-                src = _ints(rec["rollback_offsets"])
-                self._quiet(g, self.r.source, wait_s, False)
+                src = decode_offsets(rec["rollback_offsets"])
+                self.cutovers.quiet(g, self.r.source, wait_s)
             else:
-                view = self._quiet(g, self.r.destination, wait_s, False)
-                src = gates.backward(g, dict(view.committed) or _ints(rec.get("destination_offsets")), maps,
-                                     _ints(rec.get("source_offsets")))
-                history = list(rec.get("history", [])) + [["rolling-back", _now_ms()]]
-                rec = {**rec, "stage": "rolling-back", "rollback_offsets": _strs(src),
-                       "destination_offsets_at_rollback": _strs(dict(view.committed)), "history": history}
+                view = self.cutovers.quiet(g, self.r.destination, wait_s)
+                src = gates.backward(g, dict(view.committed) or decode_offsets(rec.get("destination_offsets")), maps,
+                                     decode_offsets(rec.get("source_offsets")))
+                history = list(rec.get("history", [])) + [["rolling-back", now_ms()]]
+                rec = {**rec, "stage": "rolling-back", "rollback_offsets": encode_offsets(src),
+                       "destination_offsets_at_rollback": encode_offsets(dict(view.committed)), "history": history}
                 self._put(f"group/{g}", rec)
-                self._quiet(g, self.r.source, wait_s, False)
-            self._refuse_rewind("rollback", g, self.src_groups, self.r.source, src)
+                self.cutovers.quiet(g, self.r.source, wait_s)
+            refuse_rewind("rollback", g, self.src_groups, self.r.source, src)
             groups.commit_offsets(self.src_groups, g, self.r.source, src)
-            at = _now_ms()
-            self._put(f"group/{g}", {**rec, "stage": "source", "source_offsets": _strs(src), "rolled_back_ms": at,
-                                     "history": list(rec.get("history", [])) + [["source", at]]})
-            log.info("group_rolled_back", group=g, source_offsets=_strs(src))
-            out.append(Moved(g, "moved", src, _ints(rec.get("destination_offsets_at_rollback")), [], "rolled back"))
+            at = now_ms()
+            self._put(f"group/{g}", {**rec, "stage": "source", "source_offsets": encode_offsets(src),
+                                     "rolled_back_ms": at, "history": list(rec.get("history", [])) + [["source", at]]})
+            log.info("group_rolled_back", group=g, source_offsets=encode_offsets(src))
+            out.append(Moved(g, "moved", src, decode_offsets(rec.get("destination_offsets_at_rollback")), [],
+                             "rolled back"))
         return out
 
     # ------------------------------------------------------------------ status and finish
@@ -579,10 +403,10 @@ class Controller:
                 dst_lag = sum(max(0, dst_ends[p][1] - c) for p, c in dst_view.committed.items() if p in dst_ends)
             except MigrationError:
                 pass
-            committed = _ints(rec.get("source_offsets"))
+            committed = decode_offsets(rec.get("source_offsets"))
             read_since = None
             if rec.get("stage") == "destination" and dst_view is not None:
-                at = _ints(rec.get("destination_offsets"))
+                at = decode_offsets(rec.get("destination_offsets"))
                 read_since = sum(max(0, c - at.get(p, c)) for p, c in dst_view.committed.items())
             rows.append({"group": g, "stage": rec.get("stage"), "source_lag": src_lag, "destination_lag": dst_lag,
                          "verified": all(verified.get(p, -1) >= c for p, c in committed.items()),
@@ -644,7 +468,7 @@ class Controller:
                                  "(add them: migrate start --group G, then cut them over)")
         if migration.get("stage") != "finished":
             self.payoffs.record("finish", groups_moved=_moved_count(st))
-            migration = {**migration, "stage": "finished", "finished_ms": _now_ms()}
+            migration = {**migration, "stage": "finished", "finished_ms": now_ms()}
             self._put("migration", migration)
         return migration
 
@@ -662,12 +486,6 @@ class Controller:
 
 def _moved_count(st: Mapping[str, Any]) -> int:
     return sum(1 for k, v in st.items() if k.startswith("group/") and v.get("stage") == "destination")
-
-
-def resumed_commit_landed(committed: Mapping[int, int], translated: Mapping[int, int]) -> bool:
-    """Pure: whether an interrupted cutover's commit had been made, its group's offsets on the destination being
-    those it computed or past them on every partition (the group read on after it; nothing else commits there)."""
-    return bool(translated) and all(p in committed and committed[p] >= o for p, o in translated.items())
 
 
 def _watermarks(c: Consumer, topic: str, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:

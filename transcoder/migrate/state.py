@@ -62,6 +62,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def encode_offsets(offsets: Mapping[int, int]) -> dict[str, int]:
+    """Offsets by partition as a state value holds them (JSON object keys are strings), in partition order."""
+    return {str(p): o for p, o in sorted(offsets.items())}
+
+
+def decode_offsets(doc: Mapping[str, Any] | None) -> dict[int, int]:
+    """Offsets by partition from a state value's field (encode_offsets'); {} for a field not there."""
+    return {int(p): int(o) for p, o in (doc or {}).items()}
+
+
 def kafka_error(exc: BaseException) -> KafkaError | None:
     """The KafkaError a KafkaException carries, if any."""
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):

@@ -128,7 +128,7 @@ def test_force_is_a_deprecated_alias_that_names_override(tmp_path) -> None:
 
 def test_a_dry_run_table_shows_each_gate_and_the_offsets_per_group(capsys) -> None:
     from transcoder.cli.migrate import _print_dry_run
-    from transcoder.migrate.controller import DryRun
+    from transcoder.migrate.cutover import DryRun
 
     found = gates.failed(facts(lane_committed={0: 30, 1: 100}, max_lag_records=100, last_error_ms=1_000_000 - 5_000))
     plans = [DryRun("g1", "source", "refused", gates.outcomes(found, {"errors"}), {0: 40, 1: 50}, {0: 35, 1: 47},

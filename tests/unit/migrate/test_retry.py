@@ -8,7 +8,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from tests.unit.migrate.test_state_settle import Clock
 from transcoder.errors import KafkaUnavailableError, MigrationError, TopicError
-from transcoder.migrate.controller import resumed_commit_landed
+from transcoder.migrate.cutover import resumed_commit_landed
 from transcoder.migrate.retry import FAILOVER_ERRORS, RetryLog, kind, retriable, until_deadline
 
 

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from transcoder.metrics.registry import MigrationMetrics
-from transcoder.migrate import watch as w
+from transcoder.migrate import watch_payoff as w
 from transcoder.migrate.payoff import Prediction
-from transcoder.migrate.watch import KeptPrediction, PartitionMix, TopicMix
+from transcoder.migrate.watch import PartitionMix, TopicMix, iso
 from transcoder.migrate.watch import StoredTotals as Tally
+from transcoder.migrate.watch_payoff import KeptPrediction
 
 SINCE = 1_795_000_000_000
 
@@ -127,13 +128,13 @@ def test_a_prediction_is_taken_once_kept_in_the_store_and_read_back_by_the_next_
     first = KeptPrediction(compute, topic="t", codec="zstd", level=None, store=store)
     p, kept = first.get(mix())
     assert p == prediction() and compute.calls == 1 and store.values == {"prediction": prediction().as_dict()}
-    assert kept == f"taken at {w.iso(SINCE + 5_000)} by this watch, kept in state topic g.migrations, migration t"
+    assert kept == f"taken at {iso(SINCE + 5_000)} by this watch, kept in state topic g.migrations, migration t"
     assert first.get(mix()) == (p, kept) and compute.calls == 1 and store.puts == 1  # once per process
 
     later = Compute(prediction(at_ms=SINCE + 99_000))
     p2, kept2 = KeptPrediction(later, topic="t", codec="zstd", level=None, store=store).get(mix())
     assert p2 == p and later.calls == 0 and store.puts == 1  # read back, not recomputed
-    assert kept2 == f"taken at {w.iso(SINCE + 5_000)} by an earlier watch, read from state topic g.migrations, " \
+    assert kept2 == f"taken at {iso(SINCE + 5_000)} by an earlier watch, read from state topic g.migrations, " \
                     "migration t"
 
 
