@@ -22,7 +22,7 @@ from tests.support.proxy import Proxy
 from tests.support.records import read_messages
 from transcoder.dev.broker_process import LEAN_JVM
 from transcoder.dev.local_kafka import LocalKafka
-from transcoder.dev.ports import free_port
+from transcoder.dev.ports import fixed_ports
 from transcoder.kafka.admin import wait_leaders
 
 #: The tests that take minutes start first (measured in a 4-worker run: 1-7 min each, most of it waiting on a fault
@@ -123,7 +123,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         return
     local = LocalKafka(tmp_path_factory.mktemp("kafka"))
     # secured listeners: about 0.6 s more start-up; lean: half the broker's CPU (LEAN_JVM)
-    st = local.up(proxy_port=free_port(), secured=True, lean=True)
+    st = local.up(proxy_port=fixed_ports(1)[0], secured=True, lean=True)
     certs = st.certs
     assert certs is not None and st.sasl_password_file is not None
     try:

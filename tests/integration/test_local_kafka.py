@@ -7,10 +7,12 @@ import shutil
 import socket
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cli import run_cli
+from transcoder.dev.ports import ephemeral_range
 
 
 def _java_processes_using(state_dir: Path) -> list[int]:
@@ -201,3 +203,16 @@ def test_a_cluster_node_that_cannot_bind_is_one_line_and_leaves_nothing_running(
                        f"{chosen[2]}: address already in use")
     assert _java_processes_using(state) == []
     assert not (state / "cluster.json").exists()
+
+
+def test_the_session_broker_listens_outside_the_ephemeral_range(kafka):
+    """`restart` binds the same ports again after a kill: a port the kernel hands out (to any bind(0) or outgoing
+    connection on the machine) could be taken while the broker is down, and the restart refused ("address already
+    in use", seen with five test sessions beside it). Every port the broker binds lies outside that range."""
+    if kafka.local is None:
+        pytest.skip("the session's own broker only")
+    state = kafka.local.state()
+    low, high = ephemeral_range()
+    ports = [state.port, state.controller_port, *([state.proxied_port] if state.proxied_port else []),
+             *state.secured_ports()]
+    assert all(not low <= p <= high for p in ports), (ports, (low, high))

@@ -33,7 +33,7 @@ from transcoder.dev.broker_process import (
     stop_pid,
 )
 from transcoder.dev.kafka_jars import fetch
-from transcoder.dev.ports import check_port_free, free_port
+from transcoder.dev.ports import check_port_free, fixed_ports
 from transcoder.errors import LocalKafkaError
 
 _STATE_FILE = "state.json"
@@ -193,8 +193,11 @@ class LocalKafka(StateDir):
             if p is not None:
                 check_port_free(p)
         libs = fetch(self.version, self.cache_dir)
-        port = port or free_port()
-        controller_port = controller_port or free_port()
+        # ports outside the ephemeral range (`fixed_ports`): `restart` binds them again after a kill, and a port the
+        # kernel hands out (bind(0), any outgoing connection) could be taken meanwhile (seen: "address already in
+        # use" restarting the tests' broker 12 s after its SIGKILL, five test sessions beside it)
+        port = port or fixed_ports(1)[0]
+        controller_port = controller_port or fixed_ports(1)[0]
         if controller_port == port:
             raise LocalKafkaError("the broker and controller ports must differ")
 
@@ -202,7 +205,7 @@ class LocalKafka(StateDir):
         data_dir = self.state_dir / "data"
         config_file = self.state_dir / "server.properties"
         log_file = self.state_dir / "broker.log"
-        proxied = (free_port(), proxy_port) if proxy_port is not None else None
+        proxied = (fixed_ports(1)[0], proxy_port) if proxy_port is not None else None
         secured_at = None
         scram: list[str] = []
         password_file = self.state_dir / "secured" / "sasl-password"
@@ -212,7 +215,8 @@ class LocalKafka(StateDir):
                 fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w") as f:
                     f.write(secrets.token_hex(16))  # hex: nothing StorageTool's [name=..,password=..] would split on
-            secured_at = (free_port(), free_port(), paths)
+            sasl_port, ssl_port = fixed_ports(2)
+            secured_at = (sasl_port, ssl_port, paths)
             scram = [a for m in _SCRAM_MECHANISMS
                      for a in ("--add-scram", f"{m}=[name={SCRAM_USER},password={password_file.read_text().strip()}]")]
         # Owner-only: with `secured`, PLAIN's password is in it.
