@@ -51,8 +51,8 @@ JAVA_CASES = [("zstd", 65536), ("lz4", 65536), ("gzip", 65536), ("zstd", 16384)]
 
 def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, read_topic, admin, tmp_path):
     """MirrorMaker 2 (Kafka's Java producer: batch.size counts estimated compressed bytes) copies the sample at
-    each setting. At 64 KiB, evaluate's Java-rule cells are within 5% of what the broker then holds, and closer
-    than librdkafka's rule at the same batch.size where the two rules differ by more than 3%.
+    each setting. At 64 KiB, evaluate's Java-rule cells are within 5% of what the broker then holds; where they
+    differ from librdkafka's rule at the same batch.size by more than 3% (lz4), the truth lies between the two.
 
     At 16 KiB the truth depends on timing, so it is bracketed instead. Java's producer updates its
     compression-ratio estimate when its sender drains a batch, and a new batch takes the estimate of the moment
@@ -102,20 +102,21 @@ def test_the_java_rule_predicts_what_mirrormaker_2_stores(kafka, topic_factory, 
         print(f"{codec} at {size} B: java rule {java}, librdkafka rule {rdkafka}, stored by MirrorMaker 2 {truth}")
         if size >= 65536:
             assert java == pytest.approx(truth, rel=0.05), (codec, size, java, rdkafka, truth)
-            # Closer than librdkafka's rule, where the two rules differ by more than the Java and Python codecs
-            # can: gzip's batches at 64 KiB differ by 0.5% between the rules (745,148 against 748,795 B, the
-            # broker held 747,897 in a CI run), and zstd's by 2.2% (816,223 against 834,781 B), where the broker
-            # held 827,004 in a fresh-clone run: the Java rule 1.3% under, zstd-jni against Python's zstd. Only lz4's
-            # 4% is beyond what the codecs decide.
+            # Where the two rules differ by more than the Java and Python codecs can (lz4: 4% on this sample; gzip
+            # 0.5%, zstd 2.2%), the truth lies between them, not always nearer the Java rule: MirrorMaker 2's lz4
+            # batches at 64 KiB stored from 1,151,191 to 1,193,185 B across runs, against the Java rule's 1,198,4xx-
+            # 1,198,5xx and librdkafka's 1,147,2xx-1,147,3xx (lz4-java's block stream against Python's lz4 frame,
+            # and the sender's timing, move it by a few percent).
             if abs(java - rdkafka) > 0.03 * truth:
-                assert abs(java - truth) < abs(rdkafka - truth), (codec, size, java, rdkafka, truth)
+                assert min(java, rdkafka) * 0.98 <= truth <= max(java, rdkafka) * 1.02, (codec, size, java, rdkafka,
+                                                                                         truth)
                 compared.append(codec)
         else:
             stale = sum(BATCH_OVERHEAD + len(compress(codec, records_section(b)))
                         for b in cut_java(sample, batch_size=size, codec=codec, lag=len(sample)))
             assert java * 0.98 <= truth <= stale * 1.02, (codec, size, java, stale, truth)
             assert stale > java * 1.05  # the bracket says something: the estimate's lag moves the size
-    assert "lz4" in compared  # the rules differ most there (4% on this sample)
+    assert "lz4" in compared  # the rules differ most there (4% on this sample): the bracket was checked
 
 
 def _end(admin, topic: str) -> int:
