@@ -49,11 +49,13 @@ def _cluster(kafka: Any) -> Any:
 @local_kafka.command("up")
 @click.option("--brokers", type=int, default=1, show_default=True, metavar="N",
               help="Nodes (1-9). With more than one: a cluster of combined broker+controller nodes, ids 1..N, "
-                   "every topic on 3 replicas (N under 3: N) with min.insync.replicas 2 (1), ports outside the "
-                   "ephemeral range; the bootstrap list of all nodes is printed.")
-@click.option("--port", type=int, default=None, help="Client port (default: a free one; one broker only).")
+                   "every topic on 3 replicas (N under 3: N) with min.insync.replicas 2 (1); the bootstrap list "
+                   "of all nodes is printed. Ports are chosen outside the ephemeral range, one broker or N, so a "
+                   "broker killed comes back on its own.")
+@click.option("--port", type=int, default=None,
+              help="Client port (default: a free one outside the ephemeral range; one broker only).")
 @click.option("--controller-port", type=int, default=None,
-              help="KRaft controller port (default: a free one; one broker only).")
+              help="KRaft controller port (default: a free one outside the ephemeral range; one broker only).")
 @click.option("--timeout", type=float, default=None,
               help="Seconds to wait for the broker to answer (default 90; with --brokers over 1, 180 for every "
                    "node to register).")
