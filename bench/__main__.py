@@ -48,8 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--codecs", default=",".join(CODECS), show_default=True)
 @click.option("--copiers", "copier_names", default="transcoder,mm2,mm2-default,kcat", show_default=True,
               help=f"Of {', '.join(figures.COPIERS)}; transcoder-records: `hot_path: records`; spark-localN: "
-                   "`transcoder run --engine spark` on local[N] (-records: with `hot_path: records`); "
-                   "spark-clusterN: on a standalone cluster of N 1-core workers; native-floor: bench/native_floor "
+                   "`transcoder run --engine spark` on local[N] with Spark's Kafka source (-own: transcoder's "
+                   "reader, the default; -records: with `hot_path: records`); spark-clusterN: on a standalone "
+                   "cluster of N 1-core workers; native-floor: bench/native_floor "
                    "(Rust, librdkafka; needs cargo); franz-go: bench/franz_go (Go, franz-go; needs go).")
 @click.option("--fetch-partition-bytes", type=click.IntRange(1), default=None,
               help="max.partition.fetch.bytes of transcoder (its cluster config) and franz-go "

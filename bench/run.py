@@ -32,7 +32,8 @@ from transcoder.kafka.protocol import RawClient
 
 # kcat does not carry timestamps
 LATENCY_COPIERS = {"transcoder", "transcoder-records", "mm2", "mm2-default", "spark-local1", "spark-local2",
-                   "spark-cluster1", "spark-cluster2", "spark-local1-own", "spark-cluster1-own", "spark-cluster2-own"}
+                   "spark-cluster1", "spark-cluster2", "spark-local1-own", "spark-local2-own", "spark-cluster1-own",
+                   "spark-cluster2-own"}
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                         running = copiers.start_transcoder(bootstrap, source, f"{source}.{tag}", codec, batching, work,
                                                            tag, live=live, spark_master=master, spark_cluster=cluster,
                                                            hot_path="records" if copier.endswith("-records") else None,
-                                                           spark_read="transcoder" if copier.endswith("-own") else None,
+                                                           spark_read=None if copier.endswith("-own") else "kafka",
                                                            fetch_partition_bytes=fetch_partition_bytes)
                     elif copier.startswith("mm2"):
                         assert libs is not None
@@ -320,8 +321,9 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
         "dataset. spark-localN: `transcoder run --engine spark` on local[N] (CPU: "
         "the driver, its JVM and Python workers; start-up includes the SparkSession). spark-clusterN: the same on a "
         "standalone cluster of N 1-core workers started from pyspark's jars for the copy (CPU: the driver's tree and "
-        "the master's and workers' trees, executors and their Python workers included). -own: `spark.read: "
-        "transcoder` (each task reads its offset range with transcoder's fetcher).",
+        "the master's and workers' trees, executors and their Python workers included), reading with Spark's Kafka "
+        "source (`spark.read: kafka`). -own: `spark.read: transcoder`, the default since 2026-11-29 (each task reads "
+        "its offset range with transcoder's fetcher).",
         "",
         "## Copiers",
         "",

@@ -1,9 +1,8 @@
 """tests/cluster: one local 3-node KRaft cluster for the session (transcoder.dev.local_cluster.LocalCluster), fresh
 RF 3 topics per test, every node running again after each test.
 
-`make test` runs this directory in a pytest session of its own, one process, after the main run (which ignores
-it): three JVMs beside four test processes and their brokers would not fit a 2-core machine. Every test here is
-marked `cluster`.
+`make test` runs this directory in a pytest session of its own, one process, beside the main run (which ignores
+it) from its start. Every test here is marked `cluster`.
 """
 
 from __future__ import annotations

@@ -74,7 +74,26 @@ def test_a_paused_instance_commits_nothing_after_the_group_moved_on(cluster3, cl
     want = read_committed(bootstrap, source)
     got = read_committed(bootstrap, dest)
     counts = {p: (Counter(r[0] for r in got)[p], Counter(r[0] for r in want)[p]) for p in range(3)}
-    assert all(copied == source for copied, source in counts.values()), f"(copied, source) per partition: {counts}"
+    assert all(copied == source for copied, source in counts.values()), \
+        f"(copied, source) per partition: {counts}\n{_twice(got)}\n{_story(a, b)}"
     for p in range(3):  # every source record once, in order, with its key, value, headers and timestamp
         assert [r[2:] for r in got if r[0] == p] == [r[2:] for r in want if r[0] == p], f"partition {p}"
     print(f"{PAUSES} pauses, {zombie_aborts} transactions aborted by the woken instance")
+
+
+def _twice(got: list) -> str:
+    """The records read more than once, per partition: how many, their first and last key (the feeder's number)."""
+    seen = Counter((r[0], r[2]) for r in got)
+    twice: dict[int, list[int]] = {}
+    for (p, key), n in seen.items():
+        if n > 1:
+            twice.setdefault(p, []).append(int(key))
+    return "; ".join(f"partition {p}: {len(keys)} records twice, keys {min(keys)}..{max(keys)}"
+                     for p, keys in sorted(twice.items())) or "none twice"
+
+
+def _story(*instances: Instance | None) -> str:
+    """Each instance's group and transaction lines, for a failure to be read."""
+    kinds = ("partitions_", "transaction", "group_offsets", "lane_cannot_copy", "commit", "stop")
+    return "\n".join(f"[{i.name}] {line.rstrip()}" for i in instances if i is not None
+                     for line in i.lines if any(k in line for k in kinds))

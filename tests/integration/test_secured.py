@@ -333,11 +333,11 @@ def test_debug_logs_hold_no_secret(secured, mode, tmp_path, topic_factory):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("mode", ["sasl_ssl", "mtls"])
-def test_spark_copies_over_a_secured_listener_and_prints_no_secret(secured, mode, tmp_path, read_topic):
-    """The Spark engine (Spark's Java Kafka source reading, the executors' writer producing) over SASL_SSL SCRAM and
-    over mTLS, the client key given to the Java client by value; at debug, the clients' debug lines too: every
-    output of the driver, its JVM and its executors holds no secret."""
+@pytest.mark.parametrize(("mode", "read"), [("sasl_ssl", "transcoder"), ("mtls", "kafka")])
+def test_spark_copies_over_a_secured_listener_and_prints_no_secret(secured, mode, read, tmp_path, read_topic):
+    """The Spark engine (the tasks' own fetchers reading, the default, over SASL_SSL SCRAM; Spark's Java Kafka source
+    over mTLS, the client key given to the Java client by value; the executors' writer producing); at debug, the
+    clients' debug lines too: every output of the driver, its JVM and its executors holds no secret."""
     kafka = secured
     source = f"secured-spark-{mode}-{time.monotonic_ns()}"
     n = 2000
@@ -346,7 +346,7 @@ def test_spark_copies_over_a_secured_listener_and_prints_no_secret(secured, mode
     assert seeded.returncode == 0, seeded.stderr
     conf = write_config(tmp_path / "config.yaml", kafka, mode, source)
     raw = json.loads(conf.read_text())
-    raw["spark"] = {"master": "local[1]", "checkpoint_location": str(tmp_path / "checkpoints")}
+    raw["spark"] = {"master": "local[1]", "checkpoint_location": str(tmp_path / "checkpoints"), "read": read}
     conf.write_text(json.dumps(raw))
     proc = run_cli("run", "--engine", "spark", "-c", str(conf), "--until-caught-up", timeout=400,
                    env=env_for(kafka, TRANSCODER_LOG_LEVEL="debug", TRANSCODER_DEBUG_CLIENTS="1"))

@@ -56,6 +56,24 @@ def _copied(kafka: Any, topic: str) -> int:
         return 0
 
 
+def _stopped_at_the_gap(kafka: Any, conf: Any, source: str, dest: str, error: BaseException, metrics: Metrics) -> Any:
+    """Records 100..249 of `source` [0] were deleted before they were copied, under on_source_loss: stop: the error
+    names them in one line, the counter counts them, nothing past the gap was copied, and the offset map marks the
+    gap (verify reports it, not `equal`). The verify result."""
+    line = str(error)
+    assert isinstance(error, DataLossError) and error.exit_code == 4, type(error)
+    assert f"source records 100..249 of {source} [0] (150) were deleted before they were copied" in line, line
+    assert "on_source_loss: stop" in line and "\n" not in line
+    assert (error.topic, error.partition, error.offset) == (source, 0, 100)
+    assert _lost(metrics, source) == 150
+    assert [r[2] for r in read_all(kafka.bootstrap, dest)] == [f"k-0-{i}".encode() for i in range(100)]
+    maps, _ = offset_map.read(conf, dest)
+    assert maps[0].lost == [(100, 250)]
+    result = verify(conf, source, dest, maps)[0]
+    assert result.mismatch is not None and result.mismatch.field == LOST_IN_SOURCE, result.line
+    return result
+
+
 def _lost(metrics: Metrics, topic: str) -> float:
     return sum(s.value for fam in metrics.registry.collect() if fam.name == "transcoder_source_records_lost"
                for s in fam.samples if s.name.endswith("_total") and s.labels.get("topic") == topic)
@@ -82,19 +100,7 @@ def test_records_deleted_before_they_were_copied_stop_the_lane_then_continue(
     metrics = Metrics()
     with pytest.raises(TranscoderError) as stopped:
         Service(conf, metrics=metrics).run(until_caught_up=True)
-    line = str(stopped.value)
-    assert isinstance(stopped.value, DataLossError) and stopped.value.exit_code == 4, type(stopped.value)
-    assert f"source records 100..249 of {source} [0] (150) were deleted before they were copied" in line, line
-    assert "on_source_loss: stop" in line and "\n" not in line
-    assert (stopped.value.topic, stopped.value.partition, stopped.value.offset) == (source, 0, 100)
-    assert _lost(metrics, source) == 150
-    # nothing past the gap was copied
-    assert [r[2] for r in read_all(kafka.bootstrap, dest)] == [f"k-0-{i}".encode() for i in range(100)]
-    # the offset map marks the gap: verify reports it, not `equal`
-    maps, _ = offset_map.read(conf, dest)
-    assert maps[0].lost == [(100, 250)]
-    result = verify(conf, source, dest, maps)[0]
-    assert result.mismatch is not None and result.mismatch.field == LOST_IN_SOURCE, result.line
+    result = _stopped_at_the_gap(kafka, conf, source, dest, stopped.value, metrics)
     # (the source's records 0..249 are all gone: nothing before the gap is left to compare)
     assert (result.mismatch.source_offset, result.verified_through) == (100, 100)
     assert "source offsets 100..249 (150 records)" in result.line
@@ -110,6 +116,36 @@ def test_records_deleted_before_they_were_copied_stop_the_lane_then_continue(
     assert got == want
     result = verify(cont, source, dest, offset_map.read(cont, dest)[0])[0]
     assert result.mismatch is not None and result.mismatch.field == LOST_IN_SOURCE, result.line
+
+
+def test_records_deleted_before_they_were_copied_on_spark_with_its_own_reader(kafka, admin, spark, tmp_path,
+                                                                          topic_factory, producer_factory) -> None:
+    """spark.read: transcoder (the default): the tasks' fetchers find the loss, the driver says, counts and marks it
+    as the service does; stop fails the micro-batch naming it, continue copies on after the gap."""
+    from transcoder.spark.engine import SparkEngine
+
+    source = topic_factory(partitions=1)
+    dest = f"{source}.zstd"
+    routes = [{"source": source, "destinations": [{"codec": "zstd"}]}]
+    on_spark = {"read": "transcoder", "checkpoint_location": str(tmp_path)}
+    conf = make_config(kafka, routes, migration={}, spark=on_spark)
+    _produce(producer_factory, source, 0, 100)
+    SparkEngine(conf, spark=spark).run(until_caught_up=True)
+    _produce(producer_factory, source, 100, 400)
+    for fut in admin.delete_records([TopicPartition(source, 0, 250)]).values():
+        fut.result()
+
+    metrics = Metrics()
+    with pytest.raises(DataLossError) as stopped:
+        SparkEngine(conf, metrics=metrics, spark=spark).run(until_caught_up=True)
+    _stopped_at_the_gap(kafka, conf, source, dest, stopped.value, metrics)
+
+    metrics = Metrics()
+    cont = conf.model_copy(update={"on_source_loss": "continue"})
+    SparkEngine(cont, metrics=metrics, spark=spark).run(until_caught_up=True)
+    assert _lost(metrics, source) == 150
+    got = [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)]
+    assert got == [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in [*range(100), *range(250, 400)]]
 
 
 @pytest.mark.parametrize("own", [True, False], ids=["created-by-transcoder", "created-by-the-user"])

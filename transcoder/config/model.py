@@ -375,10 +375,11 @@ class SparkConfig(_Model):
     kafka-consumer-groups, lag monitors and the migration gates see the copy's progress (the checkpoint still
     decides where a restart goes on). Under exactly-once the transactions commit them anyway, and with a
     `migration` section they are always committed (its `copied` and `lag` gates read them)."""
-    read: Literal["kafka", "transcoder"] = "kafka"
-    """Who reads the source: `kafka`, Spark's Kafka source (its Java consumer in the executors, records handed to
-    the Python writers as Arrow columns); `transcoder`, transcoder's own raw fetcher in each task, over offset
-    ranges the driver plans per micro-batch (Spark keeps the scheduling, retries and the checkpoint)."""
+    read: Literal["kafka", "transcoder"] = "transcoder"
+    """Who reads the source: `transcoder` (the default), transcoder's own raw fetcher in each task, over offset
+    ranges the driver plans per micro-batch (Spark keeps the scheduling, retries and the checkpoint); `kafka`,
+    Spark's Kafka source (its Java consumer in the executors, records handed to the Python writers as Arrow
+    columns: several times the CPU per record)."""
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra Spark settings (`spark.executor.memory`, `spark.sql.shuffle.partitions`, ...). `spark.master` (give
     `master` instead) and `spark.jars.packages`, `spark.jars.ivy`, `spark.jars.ivySettings` are set by transcoder and

@@ -26,7 +26,10 @@ class TopicShape:
 #: UNKNOWN_LEADER_EPOCH: the leader asked is behind the metadata the client has (seen from ListOffsets on a new
 #: offset-map topic in a test_migrate.py run: "Leader epoch is newer than broker epoch").
 SETTLING_ERRORS = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                             KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_LEADER_EPOCH})
+                             KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_LEADER_EPOCH,
+                             # librdkafka's admin asking its own metadata cache for a new partition's leader before
+                             # it holds one: "Failed to query partition leaders: No leaders found"
+                             KafkaError._NOENT})
 #: How long a new topic's partitions may take to get their leaders (a busy 2-core machine: seconds).
 SETTLE_S = 30.0
 

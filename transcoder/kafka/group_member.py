@@ -47,6 +47,15 @@ class GroupMember:
     def is_member(self) -> bool:
         return self.generation_id >= 0 or bool(self.member_id) or self.group_instance_id is not None
 
+    @property
+    def fenceable(self) -> bool:
+        """Whether offsets committed for this member are checked by the group coordinator against the group's
+        current generation: a generation and a member id both known. librdkafka resets them when the group drops the
+        consumer (generation -1 on ILLEGAL_GENERATION, member id "" on UNKNOWN_MEMBER_ID), in its own thread, before
+        the application's next poll learns the partitions were lost; and a TxnOffsetCommit with neither is checked
+        against nothing (Kafka's ClassicGroup.validateOffsetCommit: "only validated if any of them is provided")."""
+        return self.generation_id >= 0 and bool(self.member_id)
+
     def describe(self) -> str:
         instance = f", group.instance.id {self.group_instance_id}" if self.group_instance_id is not None else ""
         return f"group {self.group_id} generation {self.generation_id} member {self.member_id or '-'}{instance}"
@@ -85,3 +94,15 @@ def _string(raw: bytes) -> tuple[str, bytes]:
     if end < 0:
         raise ValueError("a string without its NUL end")
     return raw[:end].decode("utf-8"), raw[end + 1:]
+
+
+def unfenced(metadata: Any) -> str | None:
+    """Why offsets committed in a transaction for the consumer whose group metadata is `metadata` would not be
+    fenced (its generation or member id unknown: the group dropped it), else None. GroupMetadataError when it is not
+    librdkafka's."""
+    member = group_member(metadata)
+    if member.fenceable:
+        return None
+    return (f"the consumer is no member of a generation of group {member.group_id} any more ({member.describe()}: "
+            "the group dropped it; its partitions are another member's now), and offsets committed without a "
+            "generation and member id are checked against nothing")

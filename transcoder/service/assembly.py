@@ -129,14 +129,15 @@ class NoSampling:
     def tick(self, now: float) -> None: ...
 
 
-class _StatsRelay:
-    """The consumer's stats_cb, bound to its lane once the lane is built (the consumer is built first)."""
+class _Relay:
+    """A callback of the consumer (stats_cb, on_commit), bound to the part that takes it once that part is built
+    (the consumer is built first)."""
 
     def __init__(self) -> None:
-        self.to: Callable[[str], None] = lambda raw: None
+        self.to: Callable[..., None] = lambda *args: None
 
-    def __call__(self, raw: str) -> None:
-        self.to(raw)
+    def __call__(self, *args: Any) -> None:
+        self.to(*args)
 
 
 def build_lane(spec: LaneSpec, config: Config, metrics: LaneMetrics,
@@ -148,8 +149,8 @@ def build_lane(spec: LaneSpec, config: Config, metrics: LaneMetrics,
     """A lane of `spec`: its clients (`clients`: fakes handed in by a unit test) and its parts, chosen once by
     config.guarantee and config.batched (the copy path)."""
     threads = threads or ThreadLedger()
-    relay = _StatsRelay()
-    conf = {**consumer_config(config, spec), "stats_cb": relay}
+    relay, answers = _Relay(), _Relay()
+    conf = {**consumer_config(config, spec), "stats_cb": relay, "on_commit": answers}
     clients = clients or lane_clients(spec, config, metrics, threads, conf)
     writer, consumer, ledger = clients.writer, clients.consumer, clients.writer.ledger
     eos = config.guarantee == "exactly-once"
@@ -198,6 +199,7 @@ def build_lane(spec: LaneSpec, config: Config, metrics: LaneMetrics,
     lane = Lane(spec, config, metrics, writer=writer, consumer=consumer, ends=clients.ends, parts=parts,
                 threads=threads)
     relay.to = lane.on_consumer_stats
+    answers.to = checkpoint.answered
     return lane
 
 

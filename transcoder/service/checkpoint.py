@@ -16,12 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, overload
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from transcoder.errors import TranscoderError
+from transcoder.kafka.group_member import unfenced
 from transcoder.kafka.writer import Sink, TransactionalSink
 from transcoder.kafka.writer.transactions import TransactionStuck
 from transcoder.metrics.status import LaneStatus
@@ -39,6 +40,9 @@ COMMITTED_READ_S = 10.0
 class GroupConsumer(Protocol):
     """What a checkpoint uses of the lane's consumer (confluent_kafka.Consumer)."""
 
+    @overload
+    def commit(self, *, offsets: list[TopicPartition], asynchronous: Literal[True]) -> None: ...
+    @overload
     def commit(self, *, offsets: list[TopicPartition], asynchronous: Literal[False]) -> Any: ...
 
     def consumer_group_metadata(self) -> Any: ...
@@ -109,6 +113,9 @@ class Checkpoint:
     def lost(self) -> None:
         """Partitions were lost (another member owns them now): nothing more may be committed for them."""
 
+    def answered(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The consumer's answer to a commit (its `on_commit`, served by its poll on the lane's thread)."""
+
     def settle(self, held: Iterable[Partition] = ()) -> None:
         """The loop's, after each poll: what a rebalance callback left to do outside it (`held`: the partitions the
         lane holds now)."""
@@ -167,13 +174,17 @@ class Checkpoint:
         return None
 
     # ------------------------------------------------------------------ shared
-    def _record(self, offsets: dict[Partition, int]) -> None:
-        """Offsets committed: the last commits, when their records were acknowledged, the status."""
+    def _acked_ts(self, offsets: dict[Partition, int]) -> dict[Partition, int | None]:
+        """When the last record below each offset was acknowledged by every destination (None: not known)."""
         acked_ts: dict[Partition, int | None] = {}
         for tp in offsets:
             acked = [self.writer.acked_ts.get((d, tp[1])) for d in self.ledger.destinations_of.get(tp[0], ())]
             acked_ts[tp] = min(a for a in acked if a is not None) if acked and None not in acked else None
-        self.book.committed_at(offsets, acked_ts)
+        return acked_ts
+
+    def _record(self, offsets: dict[Partition, int], acked_ts: dict[Partition, int | None] | None = None) -> None:
+        """Offsets committed: the last commits, when their records were acknowledged, the status."""
+        self.book.committed_at(offsets, self._acked_ts(offsets) if acked_ts is None else acked_ts)
         self.status.committed = dict(self.book.committed)
 
 
@@ -183,15 +194,32 @@ def _topic_partitions(offsets: dict[Partition, int]) -> list[TopicPartition]:
 
 class AtLeastOnce(Checkpoint):
     """Commit order: acknowledgements counted -> offsets every destination acknowledged (the ledger) -> the offset
-    map durable -> the consumer's commit. A commit that fails (a rebalance, a coordinator move) is left to the next."""
+    map durable -> the consumer's commit. A commit that fails (a rebalance, a coordinator move) is left to the next.
+
+    The loop's commits are asynchronous, one at a time: the answer comes through the consumer's poll (`answered`)
+    and the loop keeps turning meanwhile. A synchronous commit stood in the loop for as long as the group
+    coordinator was away (a broker cut off for 25 s: 25 s of a loop that checked nothing, /readyz 200 throughout).
+    Partitions leaving (revoked, or the lane stopping) are committed synchronously: their commit must land first."""
+
+    def __init__(self, lane: str, writer: Sink, consumer: GroupConsumer, status: LaneStatus, timeout_s: float,
+                 book: PartitionBook, readiness: Readiness) -> None:
+        super().__init__(lane, writer, consumer, status, timeout_s, book, readiness)
+        #: the commit whose answer is awaited: (its offsets, when their records were acknowledged, clock() asked)
+        self._asked: tuple[dict[Partition, int], dict[Partition, int | None], float] | None = None
+        #: a fatal answer to an asynchronous commit, raised by the next commit
+        self._fatal: KafkaError | None = None
 
     def commit(self, partitions: Iterable[Partition], *, leaving: bool = False) -> None:
+        if self._fatal is not None:
+            raise KafkaException(self._fatal)
         # 1. acknowledgements counted
         self.writer.flush_acked()
         self.status.dead_lettered = self.writer.dead_lettered
         tps = list(partitions)
         if not tps:
             return
+        if not leaving and self._asked is not None and time.monotonic() - self._asked[2] < self.timeout_s:
+            return  # the last commit's answer first (the consumer's poll serves it); then what is new
         # 2. the offsets every destination acknowledged, from the book's read positions
         offsets = acknowledged_offsets(tps, self.book.read_positions(tps), self.ledger, self.book.committed,
                                        self.book.withheld)
@@ -205,16 +233,49 @@ class AtLeastOnce(Checkpoint):
             log.warning("commit_deferred", lane=self.lane, reason="offset map not acknowledged yet",
                         topic=self.writer.config.offset_map_topic)
             return
-        try:  # 4. the consumer's commit, into the book
-            self.consumer.commit(offsets=_topic_partitions(offsets), asynchronous=False)
+        acked_ts = self._acked_ts(offsets)
+        try:  # 4. the consumer's commit, into the book (the loop's: when its answer comes)
+            if leaving:
+                self.consumer.commit(offsets=_topic_partitions(offsets), asynchronous=False)
+            else:
+                self.consumer.commit(offsets=_topic_partitions(offsets), asynchronous=True)
         except KafkaException as exc:
             err = exc.args[0]
             if err.fatal():
                 raise
             # A rebalance in progress or a coordinator move: the next commit covers these offsets.
-            log.warning("commit_failed", lane=self.lane, error=err.str())
+            log.warning("commit_failed", lane=self.lane, error=err.str(), partitions=show(sorted(offsets)))
             return
-        self._record(offsets)
+        if leaving:
+            self._record(offsets, acked_ts)
+        else:
+            self._asked = (offsets, acked_ts, time.monotonic())
+
+    def answered(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The answer to the loop's commit: what was committed goes into the book. Answers to other commits (those
+        of partitions leaving, made synchronously; one given up on after `timeout_s`) are not this one's."""
+        answer = {(p.topic, p.partition): p.offset for p in partitions}
+        if self._asked is None or answer != self._asked[0]:
+            return
+        offsets, acked_ts, _ = self._asked
+        self._asked = None
+        failed = {(p.topic, p.partition): p.error for p in partitions if p.error is not None}
+        if err is not None or failed:
+            why = err if err is not None else next(iter(failed.values()))
+            if why.fatal():
+                self._fatal = why
+            # A rebalance in progress or a coordinator move: the next commit covers these offsets.
+            log.warning("commit_failed", lane=self.lane, error=why.str(),
+                        partitions=show(sorted(failed or offsets)))
+            if err is not None:
+                return
+        held = self.book.assigned
+        self._record({tp: off for tp, off in offsets.items() if tp in held and tp not in failed},
+                     {tp: ts for tp, ts in acked_ts.items() if tp in held and tp not in failed})
+
+    def forget(self, partitions: Iterable[Partition]) -> None:
+        self._asked = None  # what it asked of them is not the book's any more; the next commit asks again
+        super().forget(partitions)
 
     def revoke(self, partitions: list[Partition], assigned: AbstractSet[Partition]) -> None:
         self.writer.drain(self.timeout_s)
@@ -231,6 +292,7 @@ class AtLeastOnce(Checkpoint):
 
     def restart(self, tp: Partition) -> None:
         self.writer.drain(self.timeout_s)  # what was read of the old topic is delivered first
+        self._asked = None  # an answer about the old topic is no offset of the new one
         super().restart(tp)
 
 
@@ -312,9 +374,14 @@ class ExactlyOnce(Checkpoint):
                                self.book.abandoned | self.book.withheld)
         if not offsets:
             return
+        metadata = self.consumer.consumer_group_metadata()
+        stale = unfenced(metadata)
+        if stale is not None:  # librdkafka learnt of the loss before the loop's poll (lost, then settle) did
+            self.abort(tps, stale, leaving=leaving)
+            return
         try:  # 3. the transaction's records and map delivered, the offsets added, the transaction committed
-            self.writer.commit_transaction(_topic_partitions(offsets), self.consumer.consumer_group_metadata(),
-                                           self.timeout_s, retrying=self._waiting)
+            self.writer.commit_transaction(_topic_partitions(offsets), metadata, self.timeout_s,
+                                           retrying=self._waiting)
         except KafkaException as exc:
             self.abort(tps, exc.args[0].str(), leaving=leaving)
             return

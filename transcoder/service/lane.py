@@ -251,10 +251,10 @@ class Lane:
                     self.readiness.check(now)
                     self.threads.cpu_by_owner()  # read /proc while this lane's threads live
                     next_commit = now + interval
-                    if until_caught_up and self._caught_up():
-                        self.status.state = "caught-up"
-                        log.info("lane_caught_up", lane=self.spec.name, records=self.status.records)
-                        break
+                if until_caught_up and self._caught_up():  # the commit's answer may come with any poll
+                    self.status.state = "caught-up"
+                    log.info("lane_caught_up", lane=self.spec.name, records=self.status.records)
+                    break
                 if now >= next_progress:
                     log.info("lane_progress", lane=self.spec.name, records=self.status.records,
                              in_flight_bytes=self.ledger.in_flight_bytes, paused=self.book.paused)

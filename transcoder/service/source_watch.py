@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from confluent_kafka import KafkaError
 
+from transcoder.engine.source_loss import report_loss
 from transcoder.errors import DataLossError, TopicError, TranscoderError
 from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.kafka.fetcher import SourceLoss
@@ -288,26 +289,10 @@ class SourceWatch:
         if loss.recreated:
             self._recreated_lost(loss)
             return
-        n = loss.records
-        where = f"{loss.topic} [{loss.partition}]"
-        what = (f"source records {loss.offset}..{loss.first - 1} of {where} ({n}) were deleted before they were "
-                "copied (retention or DeleteRecords overtook the lane)" if n is not None else
-                f"{where} ends at offset {loss.end}, before the lane's position {loss.offset} (truncated, or the "
-                f"topic deleted and recreated): records from {loss.offset} on were lost before they were copied")
-        stop = self.config.on_source_loss == "stop"
-        log.error("source_records_lost", lane=self.lane, topic=loss.topic, partition=loss.partition,
-                  offset=loss.offset, first_offset=loss.first, end_offset=loss.end, records_lost=n,
-                  on_source_loss=self.config.on_source_loss,
-                  note=what + ("; the lane stops (on_source_loss: stop)" if stop else
-                               f"; copying on from offset {loss.first} (on_source_loss: continue)"))
-        if n:
-            self.metrics.source_records_lost(loss.topic, loss.partition, n)
-        self._store_gap(loss, loss.first if n is not None else loss.offset + 1)
-        if stop and self.error is None:
-            self.error = DataLossError(
-                f"lane {self.lane}: {what}; stopped (on_source_loss: stop): to copy on from offset {loss.first}, "
-                "run once with on_source_loss: continue", topic=loss.topic, partition=loss.partition,
-                offset=loss.offset)
+        error = report_loss(self.config, self.lane, loss, self.metrics,
+                            self.ledger.destinations_of.get(loss.topic, ()), self._ids.get(loss.topic))
+        if error is not None and self.error is None:
+            self.error = error
 
     def _recreated_lost(self, loss: SourceLoss, by_map: ReplacedSource | None = None) -> None:
         """`lost` for a topic deleted and recreated (a new topic id); `by_map`: found between runs from the offset

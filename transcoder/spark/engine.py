@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import structlog
@@ -25,6 +26,7 @@ from transcoder import errors
 from transcoder.config import Config
 from transcoder.engine import Served
 from transcoder.engine.progress import ProgressObserver, lane_progress
+from transcoder.engine.source_loss import report_loss
 from transcoder.errors import ConfigError, TranscoderError
 from transcoder.evaluate.live_scoring import Scorer
 from transcoder.evaluate.live_windows import Sampler
@@ -40,6 +42,14 @@ from transcoder.spark import checkpoints, exactly_once, executors, ranges, sessi
 from transcoder.spark.source import read_options
 
 log = structlog.get_logger("transcoder.spark")
+#: times a lane's query is started again after a failure to start Spark's Python worker in time, and the wait
+#: before the n-th start (n times this)
+QUERY_RESTARTS = 3
+QUERY_RESTART_WAIT_S = 5.0
+#: how long `run` waits for a lane's query to have its source up before it starts another lane's
+SOURCES_UP_S = 30.0
+#: lanes' queries bringing their sources up at once (each a Python process on the driver with 10 s to start)
+STARTS_AT_ONCE = 3
 
 
 @dataclass
@@ -52,6 +62,9 @@ class SparkLane:
     checkpoint: str
     query: Any = None
     failure: TranscoderError | None = None
+    #: the query started again (`_start`'s, set when it starts), and how many times it was (`_follow`)
+    restart: Callable[[], None] = field(default=lambda: None)
+    restarts: int = 0
     batches: int = 0
     #: destination topic -> cumulative uncompressed record bytes produced (librdkafka txbytes, over executors)
     record_bytes: dict[str, int] = field(default_factory=dict)
@@ -62,6 +75,10 @@ class SparkLane:
     sampler: Sampler | None = None
     #: source topic -> the partition its last window was taken from (samples rotate over the partitions)
     sampled: dict[str, int] = field(default_factory=dict)
+    #: live scoring's read of a micro-batch's records of one partition, (frame, tallies, partition, most): the
+    #: reader's (`_start`: from the frame of Spark's Kafka source, or fetched again by spark.read: transcoder)
+    read_sample: Callable[[Any, list[sink.TaskTally], Partition, int], list[Any]] = field(
+        default=lambda df, tallies, tp, most: [])
 
     def fold(self, tallies: list[sink.TaskTally]) -> float:
         """One micro-batch's task tallies into the lane's metrics and status (the service's vocabulary); return
@@ -108,7 +125,7 @@ class SparkEngine(Served):
     abandoned = False
 
     def __init__(self, config: Config, *, metrics: Metrics | None = None, spark: Any = None) -> None:
-        refused = exactly_once.refusal(config) or ranges.refusal(config)
+        refused = exactly_once.refusal(config)
         if refused is not None:
             raise ConfigError(refused)
         self.config = config
@@ -208,8 +225,14 @@ class SparkEngine(Served):
             if self.scorer is not None:
                 threading.Thread(target=self.scorer.run, args=(self.stop_event,), name="candidate-scoring",
                                  daemon=True).start()
+            starting: list[SparkLane] = []
             for lane in self.lanes:
                 self._start(spark, lane, until_caught_up=until_caught_up)
+                starting.append(lane)
+                if len(starting) >= STARTS_AT_ONCE:
+                    self._sources_up(starting.pop(0))
+            for lane in starting:
+                self._sources_up(lane)
             self._watch(prepared, self._progress(progress, lows if until_caught_up else None))
             self.stop_event.set()
             if poller is not None:
@@ -258,6 +281,9 @@ class SparkEngine(Served):
                 raise lane.failure from exc
             tallies = [pickle.loads(r.tally) for r in rows]
             self._add_cpu(spec.name, "produce", lane.fold(tallies))
+            for loss in (loss for t in tallies for loss in t.losses):  # spark.read: transcoder's tasks found them
+                report_loss(config, spec.name, loss, lane.metrics,
+                            [d.topic_for(loss.topic) for d in spec.targets if loss.topic in d.sources])
             fatal = next((t for t in tallies if t.fatal), None)
             if fatal is not None:
                 f = fatal.fatal_fields
@@ -272,8 +298,10 @@ class SparkEngine(Served):
         if own_reader:
             spark.dataSource.register(ranges.source_class(config, spec, fingerprint, self.start_ms))
             reader = spark.readStream.format(ranges.source_name(spec))
+            lane.read_sample = partial(_fetched_sample, config, spec)
         else:
             reader = spark.readStream.format("kafka").options(**read_options(config, list(spec.sources)))
+            lane.read_sample = _frame_sample
         writer = (reader.load().writeStream.queryName(f"transcoder-{spec.name}")
                   .option("checkpointLocation", lane.checkpoint).foreachBatch(on_batch))
         if until_caught_up:
@@ -281,19 +309,28 @@ class SparkEngine(Served):
         elif config.spark.trigger_interval_ms:
             writer = writer.trigger(processingTime=f"{config.spark.trigger_interval_ms} milliseconds")
         lane.query = writer.start()
+        lane.restart = lambda: self._start(spark, lane, until_caught_up=until_caught_up)
         lane.status.state = "running"
         lane.metrics.running(True)
         log.info("lane_started", lane=spec.name, engine="spark", master=config.spark.master,
                  checkpoint=lane.checkpoint, sources=list(spec.sources),
                  destinations=[f"{t.name} ({t.destination.label})" for t in spec.targets])
 
+    def _sources_up(self, lane: SparkLane) -> None:
+        """Wait (at most SOURCES_UP_S) until the lane's query has its source up: with spark.read: transcoder, a
+        Python process per query on the driver that Spark gives a fixed 10 s to start; lanes started all at once on a
+        busy driver (27 in one test) missed it. At most STARTS_AT_ONCE lanes' sources come up at a time."""
+        deadline = time.monotonic() + SOURCES_UP_S
+        while lane.query.isActive and time.monotonic() < deadline and not self.stop_event.is_set():
+            if not session.starting(str(lane.query.status.get("message", ""))):
+                return
+            time.sleep(0.1)
+
     def _sample(self, lane: SparkLane, df: Any, tallies: list[sink.TaskTally]) -> None:
         """Live scoring's capture on the driver, after a micro-batch was written: when the sample interval is due,
         windows open; each open window is offered the records of one partition of this micro-batch (its bound
         partition, else the next after the last one sampled that the micro-batch carried), read again from Kafka
         (the same offsets, at most about the window's bytes). A failure is the scorer's to report, never the lane's."""
-        from pyspark.sql import functions as F
-
         sampler = lane.sampler
         assert sampler is not None
         now = time.monotonic()
@@ -319,9 +356,7 @@ class SparkEngine(Served):
                 continue
             fetched.add((source, partition))
             try:
-                rows = (df.where((F.col("topic") == source) & (F.col("partition") == partition))
-                        .selectExpr(*sink.COLUMNS).limit(2 * (window.target.limit // average) + 16).toArrow())
-                msgs = sorted((m for b in rows.to_batches() for m in sink.arrow_records(b)), key=lambda m: m.offset())
+                msgs = lane.read_sample(df, tallies, (source, partition), 2 * (window.target.limit // average) + 16)
             except Exception as exc:  # noqa: BLE001 - a sample is not worth a lane: the scorer reports it
                 sampler.failed(window, exc)
                 continue
@@ -379,10 +414,19 @@ class SparkEngine(Served):
             log.info("lane_stopped" if stop_asked else "lane_caught_up", lane=lane.spec.name, records=st.records,
                      micro_batches=lane.batches)
             return
-        st.state = "failed"
         if lane.failure is None:
             failure = session.java_failure(exc)
+            if stop_asked is None and lane.restarts < QUERY_RESTARTS and session.transient_start_failure(failure):
+                lane.restarts += 1
+                log.warning("lane_query_restarted", lane=lane.spec.name, error=failure, restart=lane.restarts,
+                            note="Spark could not start a Python worker in time (a busy driver): the query starts "
+                                 f"again from its checkpoint in {lane.restarts * QUERY_RESTART_WAIT_S:g} s")
+                self.stop_event.wait(lane.restarts * QUERY_RESTART_WAIT_S)
+                lane.restart()
+                self._sources_up(lane)
+                return
             lane.failure = TranscoderError(f"lane {lane.spec.name}: the Spark query failed: {failure}")
+        st.state = "failed"
         st.error = str(lane.failure)
         log.error("lane_failed", lane=lane.spec.name, error=st.error, **lane.failure.fields())
         self.stop_event.set()  # the other lanes stop after their micro-batch
@@ -449,3 +493,23 @@ class SparkEngine(Served):
 def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as resp:  # the driver's own UI, http on loopback
         return json.loads(resp.read())
+
+
+def _frame_sample(df: Any, tallies: list[sink.TaskTally], tp: Partition, most: int) -> list[Any]:
+    """Spark's Kafka source: at most `most` records of `tp` from the micro-batch's frame, in offset order."""
+    from pyspark.sql import functions as F
+
+    rows = (df.where((F.col("topic") == tp[0]) & (F.col("partition") == tp[1]))
+            .selectExpr(*sink.COLUMNS).limit(most).toArrow())
+    return sorted((m for b in rows.to_batches() for m in sink.arrow_records(b)), key=lambda m: m.offset())
+
+
+def _fetched_sample(config: Config, spec: LaneSpec, df: Any, tallies: list[sink.TaskTally], tp: Partition,
+                    most: int) -> list[Any]:
+    """spark.read: transcoder (the frame holds the tasks' tallies only): the range a task copied of `tp`, fetched
+    again from its first offset; none when this micro-batch did not carry `tp` (a window bound to a partition), as
+    from the frame."""
+    span = next((t.ranges[tp] for t in tallies if tp in t.ranges), None)
+    if span is None:
+        return []
+    return ranges.sample_records(config, spec, tp, span[0], span[1] + 1, most)

@@ -211,6 +211,22 @@ def _driver_output() -> driver_output.DriverOutput:
     return _DRIVER[0]
 
 
+def planner_pythonpath(existing: str | None) -> str:
+    """The driver JVM's PYTHONPATH: `existing`, then where this interpreter imports transcoder, its compiled module
+    and their dependencies from. spark.read: transcoder's data source is planned (its offsets, its ranges) in Python
+    workers the driver's JVM starts on the driver's machine with the executors' interpreter (`spark.pyspark.python`,
+    pyspark's pythonExec) and the executors' environment, to which Spark appends the JVM's own PYTHONPATH: an
+    executors' Python without transcoder on this machine (the workers get it from `transcoder spark pack`'s archive,
+    which the driver's machine does not unpack) still plans with this interpreter's packages."""
+    import sysconfig
+
+    import transcoder
+
+    paths = sysconfig.get_paths()
+    roots = [str(Path(transcoder.__file__).resolve().parents[1]), paths["purelib"], paths["platlib"]]
+    return os.pathsep.join(dict.fromkeys([*(p for p in (existing or "").split(os.pathsep) if p), *roots]))
+
+
 def _start_context(own: Mapping[str, str], output: driver_output.DriverOutput) -> None:
     """The first session of this process: launch the driver JVM with its output into `output`'s pipe, and start
     the SparkContext on it (SparkSession.builder takes it). Later sessions use that JVM: the builder starts them."""
@@ -220,11 +236,34 @@ def _start_context(own: Mapping[str, str], output: driver_output.DriverOutput) -
     if output.launched:
         return
     conf = SparkConf(loadDefaults=False).setAll(list(own.items()))
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = planner_pythonpath(before)  # the JVM's environment, which pyspark copies
     try:
         gateway = launch_gateway(conf, popen_kwargs=output.popen_kwargs())
     finally:
         output.close_write_end()
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
     SparkContext(conf=conf, gateway=gateway)
+
+
+#: Spark's words when a Python worker it started did not connect back within its fixed 10 s (PythonWorkerFactory):
+#: the streaming source runner of `spark.read: transcoder` is such a worker, started with each query
+_WORKER_SLOW_TO_START = "Python worker failed to connect back"
+
+
+def transient_start_failure(failure: str) -> bool:
+    """Pure: whether a query's failure (java_failure's line) is Spark giving up on a Python worker that was slow to
+    start (a busy driver), which a new start of the query from its checkpoint gets past."""
+    return _WORKER_SLOW_TO_START in failure
+
+
+def starting(message: str) -> bool:
+    """Pure: whether a streaming query's status message (StreamingQuery.status) says it is still bringing its
+    sources up: initializing them, or asking them for their first offsets."""
+    return message == "Initializing sources" or message.startswith("Getting offsets from")
 
 
 def java_failure(exc: BaseException) -> str:

@@ -29,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from transcoder.config import Config
 from transcoder.errors import DeliveryError, TranscoderError
+from transcoder.kafka.fetcher import SourceLoss
 from transcoder.kafka.producer import Delivered
 from transcoder.kafka.statistics import Window
 from transcoder.kafka.writer import Sink, TransactionalSink, build_sink
@@ -129,6 +130,8 @@ class TaskTally:
     backlog: dict[str, float] = field(default_factory=dict)  # destination -> weight of backlog samples
     errors: dict[str, int] = field(default_factory=dict)
     dead_lettered_records: int = 0
+    #: source records gone before the task read them (spark.read: transcoder): the driver says, counts and marks them
+    losses: list[SourceLoss] = field(default_factory=list)
     cpu_seconds: float = 0.0  # the Python worker's CPU (this process: the loop and librdkafka's threads)
     seconds: float = 0.0
     #: The one-line error that must fail the micro-batch, and its fields (topic, partition, offset, ...).
@@ -147,6 +150,9 @@ class TallyMetrics:
     def take(self) -> TaskTally:
         t, self.tally = self.tally, TaskTally()
         return t
+
+    def lost(self, loss: SourceLoss) -> None:
+        self.tally.losses.append(loss)
 
     def acked(self, destination: str, codec: str, n: int) -> None:
         key = (destination, codec)
@@ -315,10 +321,12 @@ class _Task:
 
 
 def write_stored_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms: float, tp: Partition, first: int,
-                      runs: Callable[[int], Generator[tuple[Any, int, int], None, None]]) -> TaskTally:
+                      runs: Callable[[int, Callable[[SourceLoss], None]], Generator[tuple[Any, int, int], None, None]],
+                      ) -> TaskTally:
     """One task of `spark.read: transcoder` (spark/ranges.py): source partition `tp` from offset `first`, its
-    stored records as `runs(from_offset)` reads them ((records, start index, stop index) each), to every
-    destination, as write_task writes Spark's; under exactly-once from the group's committed offset when further."""
+    stored records as `runs(from_offset, lost)` reads them ((records, start index, stop index) each; the source's
+    losses told to `lost`, into the tally), to every destination, as write_task writes Spark's; under exactly-once
+    from the group's committed offset when further."""
     task = _Task(config, fingerprint, lane, start_ms)
 
     def copy() -> None:
@@ -326,7 +334,7 @@ def write_stored_task(config: Config, fingerprint: str, lane: LaneSpec, start_ms
         if task.txns is not None:
             task.txns.begin(tp)
             start = max(first, task.txns.committed or 0)  # a replay: copied already below the group's offset
-        read = runs(start)
+        read = runs(start, task.metrics.lost)
         try:
             for stored, i, j in read:
                 n, nbytes = task.writer.write_stored(tp, stored, time.monotonic(), i, j)

@@ -33,9 +33,10 @@ class NewTopicAdmin:
     serve its partition yet), then offset 0."""
 
     def __init__(self, name: str, answers: list[ClusterMetadata | Exception],
-                 not_leader: dict[int, int] | None = None) -> None:
+                 not_leader: dict[int, int] | None = None, not_leader_error: KafkaError | None = None) -> None:
         self.name, self.answers, self.calls, self.created = name, list(answers), 0, []
         self.not_leader, self.offset_reads = dict(not_leader or {}), 0
+        self.not_leader_error = not_leader_error or KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)
 
     def list_offsets(self, requests: dict, request_timeout: float) -> dict:
         self.offset_reads += 1
@@ -44,7 +45,7 @@ class NewTopicAdmin:
             fut: Future = Future()
             if self.not_leader.get(tp.partition, 0) > 0:
                 self.not_leader[tp.partition] -= 1
-                fut.set_exception(KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)))
+                fut.set_exception(KafkaException(self.not_leader_error))
             else:
                 fut.set_result(None)
             out[tp] = fut
@@ -109,6 +110,15 @@ def test_a_partition_whose_leader_does_not_serve_it_within_the_bound_is_named():
     assert str(info.value).startswith("topic t was created but partition 1 does not answer: Broker: Not leader for "
                                       "partition after 30 s: check the brokers")
     assert (info.value.topic, info.value.partition, info.value.kafka_error) == ("t", 1, "NOT_LEADER_FOR_PARTITION")
+
+
+def test_librdkafkas_own_cache_without_the_new_leader_yet_is_waited_out():
+    """ListOffsets looks the leaders up in librdkafka's own metadata cache, which may not hold a new partition's
+    leader yet: _NOENT "No leaders found" (the cluster session of a fresh-clone CI run, 2026-11-29)."""
+    admin, clock = NewTopicAdmin("t", [_topic("t", [1, 2, 3])], not_leader={0: 2}, not_leader_error=KafkaError(
+        KafkaError._NOENT, "Failed to query partition leaders: No leaders found")), Clock()
+    assert wait_leaders(admin, "t", timeout_s=30, clock=clock, sleep=clock.sleep).partitions == 3
+    assert admin.offset_reads == 3
 
 
 def test_a_metadata_request_that_gets_no_answer_is_an_unreachable_cluster_not_a_settling_topic():

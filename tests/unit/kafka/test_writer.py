@@ -10,6 +10,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, P
 from transcoder import config as cfg
 from transcoder.errors import TranscoderError
 from transcoder.kafka.writer import Sink, build_sink
+from transcoder.kafka.writer.producers import ClientFactory
 from transcoder.kafka.writer.records import RecordsSink, TransactionalRecordsSink
 from transcoder.pipeline.routes import plan
 
@@ -36,12 +37,13 @@ class Metrics:
         return lambda *a, **k: None
 
 
-def writer(*codecs: str, batched: bool = False, guarantee: str = "at-least-once") -> Sink:
+def writer(*codecs: str, batched: bool = False, guarantee: str = "at-least-once",
+           create: ClientFactory = lambda part, make, start: make()) -> Sink:
     conf = cfg.parse({"cluster": {"bootstrap_servers": "127.0.0.1:1"}, "guarantee": guarantee,
                       "routes": [{"source": "s", "destinations": [{"codec": c} for c in codecs]}]}, environ={})
     spec = plan(conf, ["s"]).lanes
     targets = tuple(t for lane in spec for t in lane.targets)
-    return build_sink(conf, "l", targets, Metrics(), create=lambda part, make, start: make(), batched=batched)
+    return build_sink(conf, "l", targets, Metrics(), create=create, batched=batched)
 
 
 def records_writer(*codecs: str) -> RecordsSink:
@@ -50,9 +52,9 @@ def records_writer(*codecs: str) -> RecordsSink:
     return w
 
 
-def txn_writer(codec: str) -> TransactionalRecordsSink:
+def txn_writer(codec: str, create: ClientFactory = lambda part, make, start: make()) -> TransactionalRecordsSink:
     """exactly-once on the records path: librdkafka's transactional producer (made by begin_transactions)."""
-    w = writer(codec, guarantee="exactly-once")
+    w = writer(codec, guarantee="exactly-once", create=create)
     assert isinstance(w, TransactionalRecordsSink)
     return w
 
@@ -227,6 +229,12 @@ class TxnProducer:
     def begin_transaction(self):
         self.calls.append("begin")
 
+    def init_transactions(self, timeout):
+        self.calls.append("init")
+
+    def produce(self, topic, *args, **kwargs):
+        self.calls.append(("produce", topic))
+
     def flush(self, timeout=None):
         return 0
 
@@ -234,37 +242,70 @@ class TxnProducer:
         return 0
 
 
-def released(producer: TxnProducer, known: dict[tuple[str, int], int] | None = None) -> str | None:
-    w = txn_writer("zstd")
+def released(producer: TxnProducer, known: dict[tuple[str, int], int] | None = None,
+             made: list[TxnProducer] | None = None) -> str | None:
+    """`producer`'s release of the group's offsets; the producers the sink made after it are added to `made`."""
+    made = [] if made is None else made
+
+    def create(part, make, start):
+        made.append(TxnProducer())
+        return made[-1]
+
+    w = txn_writer("zstd", create=create)
     w.producer, w.transactional_id = producer, "transcoder-g-0123"  # type: ignore[assignment]
     return w.release_group_offsets([TopicPartition("s", 0), TopicPartition("s", 1)], "group-metadata", 1.0, known)
 
 
 def test_releasing_with_the_offsets_this_process_committed_commits_them():
     # the commit marker ends the pending offsets of a transaction whose own marker the broker lost: as committed
-    p = TxnProducer()
-    assert released(p, {("s", 0): 4, ("s", 1): 103}) is None
+    p, made = TxnProducer(), []
+    assert released(p, {("s", 0): 4, ("s", 1): 103}, made) is None
     assert p.calls == [("send_offsets", [("s", 0, 4), ("s", 1, 103)], "group-metadata"), "commit", "begin"]
+    assert made == []  # a commit: the same producer begins the next transaction
 
 
 def test_a_release_commit_kafka_makes_abort_is_aborted_and_asked_again():
-    p = TxnProducer(commit=KafkaError(KafkaError._TIMED_OUT, "not committed", txn_requires_abort=True))
-    why = released(p, {("s", 0): 4, ("s", 1): 103})
+    p, made = TxnProducer(commit=KafkaError(KafkaError._TIMED_OUT, "not committed", txn_requires_abort=True)), []
+    why = released(p, {("s", 0): 4, ("s", 1): 103}, made)
     assert why == "committing the group's offsets: not committed"
-    assert p.calls[1:] == ["commit", "abort", "begin"]
+    assert p.calls[1:] == ["commit", "abort"]
+    assert [m.calls for m in made] == [["init", "begin"]]  # after an abort: a new producer, a new epoch
 
 
 def test_releasing_the_group_offsets_adds_them_at_0_and_aborts():
-    p = TxnProducer()
-    assert released(p) is None
-    assert p.calls == [("send_offsets", [("s", 0, 0), ("s", 1, 0)], "group-metadata"), "abort", "begin"]
+    p, made = TxnProducer(), []
+    assert released(p, made=made) is None
+    assert p.calls == [("send_offsets", [("s", 0, 0), ("s", 1, 0)], "group-metadata"), "abort"]
+    assert [m.calls for m in made] == [["init", "begin"]]
 
 
 def test_group_offsets_not_added_are_aborted_and_reported_not_released():
-    p = TxnProducer(send=KafkaError(KafkaError._TIMED_OUT, "coordinator unreachable", retriable=True))
-    why = released(p)
+    p, made = TxnProducer(send=KafkaError(KafkaError._TIMED_OUT, "coordinator unreachable", retriable=True)), []
+    why = released(p, made=made)
     assert why == "adding the group's offsets to a transaction: coordinator unreachable"  # the lane asks again
-    assert p.calls[1:] == ["abort", "begin"]
+    assert p.calls[1:] == ["abort"]
+    assert [m.calls for m in made] == [["init", "begin"]]
+
+
+def test_after_an_abort_the_next_transaction_is_a_new_producers_in_a_new_epoch():
+    # librdkafka keeps its producer id and epoch across an abort (no KIP-890 epoch bump): a Produce of the aborted
+    # transaction still on its way would land in the next one and commit with it. A new producer bumps the epoch.
+    made: list[TxnProducer] = []
+
+    def create(part, make, start):
+        made.append(TxnProducer())
+        return made[-1]
+
+    w = txn_writer("zstd", create=create)
+    w.begin_transactions("transcoder-g-0123", 1.0, "g")
+    first = w.producer
+    w.abort_transaction(1.0)
+    assert w.producer is made[1] and w.producer is not first
+    assert [m.calls for m in made] == [["init", "begin", "abort"], ["init", "begin"]]
+    assert w.transactional_id == "transcoder-g-0123"
+    w.commit_transaction([TopicPartition("s", 0, 7)], "group-metadata", 1.0)
+    assert made[1].calls[2:] == [("send_offsets", [("s", 0, 7)], "group-metadata"), "commit", "begin"]
+    assert len(made) == 2  # a commit keeps the producer
 
 
 def test_a_fenced_producer_stops_the_release_and_says_so():

@@ -8,6 +8,7 @@ acknowledged at that moment.
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,11 @@ class Record:
 
 def records(tp: Partition, offsets: range) -> list[Record]:
     return [Record(tp, o) for o in offsets]
+
+
+def group_metadata(generation: int = 1, member_id: str = "rdkafka-m1", group_id: str = "g") -> bytes:
+    """A consumer's group metadata as librdkafka serialises it (`rd_kafka_consumer_group_metadata_write`, CGMDv2)."""
+    return b"CGMDv2:" + struct.pack("=i", generation) + f"{group_id}\0{member_id}\0".encode() + b"\x01"
 
 
 class FakeWriter:
@@ -181,6 +187,13 @@ class ScriptedConsumer:
         #: errors the next reads of the group's committed offsets raise, one each
         self.committed_errors: list[KafkaError] = []
         self.callbacks: dict[str, Any] = {}
+        #: the consumer's on_commit (the lane's checkpoint), and the answers to asynchronous commits its next poll
+        #: or consume serves
+        self.on_commit: Callable[[KafkaError | None, list[TopicPartition]], None] = lambda err, tps: None
+        self.answers: list[tuple[KafkaError | None, list[TopicPartition]]] = []
+        #: this member's generation and member id, as its group metadata carries them (librdkafka resets them, -1 and
+        #: "", when the group drops it)
+        self.generation, self.member_id = 1, "rdkafka-m1"
         self._delivered = False
         self._in_callback = False
 
@@ -226,18 +239,30 @@ class ScriptedConsumer:
                 for p in partitions]
 
     def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        """As librdkafka: an asynchronous commit's outcome is its answer, served by the next poll or consume."""
         if self.commit_errors:
             self.events.append("commit_refused")
-            raise KafkaException(self.commit_errors.pop(0))
+            err = self.commit_errors.pop(0)
+            if not asynchronous:
+                raise KafkaException(err)
+            self.answers.append((err, offsets))
+            return
         for p in offsets:
             tp = (p.topic, p.partition)
             assert tp in self.assigned, f"{tp} committed while not assigned"
             assert p.offset <= self.writer.acked_below.get(tp, 0), f"{tp} committed past an unacknowledged record"
             self.group[tp] = p.offset
         self.events.append(("commit", sorted((p.topic, p.partition, p.offset) for p in offsets)))
+        if asynchronous:
+            self.answers.append((None, offsets))
 
-    def consumer_group_metadata(self) -> str:
-        return "group-metadata"
+    def _answer(self) -> None:
+        answers, self.answers = self.answers, []
+        for err, offsets in answers:
+            self.on_commit(err, [TopicPartition(p.topic, p.partition, p.offset) for p in offsets])
+
+    def consumer_group_metadata(self) -> bytes:
+        return group_metadata(self.generation, self.member_id)
 
     def _served_outside_callbacks(self, call: str) -> None:
         """confluent-kafka serves callbacks in poll, consume, close and the metadata calls; one of them made on the
@@ -253,6 +278,7 @@ class ScriptedConsumer:
     def poll(self, timeout: float) -> None:
         """Record sets: the group's callbacks only (the fetcher reads the records)."""
         self._served_outside_callbacks("poll")
+        self._answer()
         if not self.script:
             self.stop.set()
             return
@@ -261,6 +287,7 @@ class ScriptedConsumer:
     # the records
     def consume(self, num_messages: int, timeout: float) -> list[Record]:
         self._served_outside_callbacks("consume")
+        self._answer()
         if self._delivered:  # the lane asks what arrived along with the records just delivered: nothing more
             self._delivered = False
             return []
@@ -383,6 +410,7 @@ def lane(lane_args: dict[str, Any] | None = None, topic_partitions: dict[str, in
     topic_ids.partitions.update(topic_partitions or {})
     the_lane = build_lane(spec, conf, Metrics().lane(spec.name), **(lane_args or {}),
                           clients=LaneClients(writer, consumer, topic_ids, NoEnds(), fetcher))  # type: ignore[arg-type]
+    consumer.on_commit = the_lane.checkpoint.answered  # a real consumer's is in its configuration (on_commit)
     return the_lane, consumer, writer, events, stop
 
 

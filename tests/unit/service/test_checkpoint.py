@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from structlog.testing import capture_logs
 
+from tests.unit.service.lane_fakes import group_metadata
 from transcoder.metrics.status import LaneStatus
 from transcoder.pipeline.ledger import Ledger
 from transcoder.pipeline.partition_book import PartitionBook
@@ -82,13 +84,25 @@ class FakeConsumer:
         self.calls = calls
         self.error: KafkaError | None = None
 
+        #: answers to asynchronous commits not served yet (a real consumer serves them in its poll)
+        self.answers: list[tuple[KafkaError | None, list[TopicPartition]]] = []
+        self.generation, self.member_id = 1, "rdkafka-m1"
+
     def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
         self.calls.append(("commit", sorted((p.topic, p.partition, p.offset) for p in offsets)))
-        if self.error is not None:
+        if asynchronous:  # the error, if any, is the answer's
+            self.answers.append((self.error, [TopicPartition(p.topic, p.partition, p.offset) for p in offsets]))
+        elif self.error is not None:
             raise KafkaException(self.error)
 
-    def consumer_group_metadata(self) -> str:
-        return "group-metadata"
+    def serve(self, checkpoint: Any) -> None:
+        """The poll that serves the answers to asynchronous commits (on_commit)."""
+        answers, self.answers = self.answers, []
+        for err, tps in answers:
+            checkpoint.answered(err, tps)
+
+    def consumer_group_metadata(self) -> bytes:
+        return group_metadata(self.generation, self.member_id)
 
 
 def _status() -> LaneStatus:
@@ -134,8 +148,10 @@ class Drain:
 def at_least_once(positions: dict[Partition, int | None] | None = None):
     calls: list[Any] = []
     writer, consumer = FakeWriter(calls), FakeConsumer(calls)
+    book = Book(positions if positions is not None else {})
+    book.assign(book.positions)
     cp = AtLeastOnce("lane", writer, consumer, _status(), 5.0,  # type: ignore[arg-type]
-                     Book(positions if positions is not None else {}), Readiness(calls))
+                     book, Readiness(calls))
     return cp, writer, consumer, calls
 
 
@@ -152,26 +168,50 @@ def exactly_once(positions: dict[Partition, int | None], drained: list[bool | No
 
 # ------------------------------------------------------------------ at-least-once
 def test_at_least_once_order_acknowledgements_then_map_then_consumer_commit():
-    cp, writer, _, calls = at_least_once({A0: 10})
+    cp, writer, consumer, calls = at_least_once({A0: 10})
     writer.send(0, range(10))
     writer.ack(0, 6, ts=1234)
     cp.commit([A0])
     assert calls == ["flush_acked", "flush_map", ("commit", [("src", 0, 6)])]
+    assert cp.committed == {}  # asked, not answered yet: the loop turns meanwhile
+    writer.ack(0, 4, ts=1300)
+    consumer.serve(cp)
     assert cp.committed == {A0: 6} and cp.status.committed == {A0: 6}
     assert cp.committed_ts == {A0: 1234}
 
 
 def test_at_least_once_never_commits_past_an_unacknowledged_record_nor_again_what_it_committed():
-    cp, writer, _, calls = at_least_once({A0: 10})
+    cp, writer, consumer, calls = at_least_once({A0: 10})
     writer.send(0, range(10))
     cp.commit([A0])
     assert calls[-1] == ("commit", [("src", 0, 0)])
+    consumer.serve(cp)
     calls.clear()
     cp.commit([A0])  # nothing acknowledged since: nothing new to commit (the map's health still goes out)
     assert calls == ["flush_acked", "flush_map"]
     writer.ack(0, 10)
     cp.commit([A0])
     assert calls[-1] == ("commit", [("src", 0, 10)])
+
+
+def test_at_least_once_asks_one_commit_at_a_time_and_takes_only_its_own_answer():
+    cp, writer, consumer, calls = at_least_once({A0: 10, A1: 10})
+    writer.send(0, range(10))
+    writer.ack(0, 4)
+    cp.commit([A0, A1])
+    writer.ack(0, 6)
+    calls.clear()
+    cp.commit([A0, A1])  # the first one's answer is not served yet: nothing asked
+    assert calls == ["flush_acked"]
+    cp.answered(None, [TopicPartition("src", 0, 3)])  # another commit's answer (not the loop's)
+    assert cp.committed == {}
+    consumer.serve(cp)
+    assert cp.committed == {A0: 4}
+    cp.commit([A0, A1])
+    assert calls[-1] == ("commit", [("src", 0, 10)])
+    cp.forget([A0])  # revoked before the answer: not the book's any more
+    consumer.serve(cp)
+    assert cp.committed == {}
 
 
 def test_at_least_once_defers_the_commit_while_the_offset_map_is_not_durable():
@@ -188,14 +228,22 @@ def test_at_least_once_a_failed_commit_is_left_to_the_next_and_a_fatal_one_raise
     writer.send(0, range(10))
     writer.ack(0, 10)
     consumer.error = KafkaError(KafkaError.REBALANCE_IN_PROGRESS)
-    cp.commit([A0])
+    with capture_logs() as logs:
+        cp.commit([A0])
+        consumer.serve(cp)
     assert cp.committed == {}
+    assert [(e["event"], e["error"], e["partitions"]) for e in logs] == [
+        ("commit_failed", KafkaError(KafkaError.REBALANCE_IN_PROGRESS).str(), ["src[0]"])]
     consumer.error = KafkaError(KafkaError._FATAL, "fenced", fatal=True)
+    cp.commit([A0])
+    consumer.serve(cp)
     with pytest.raises(KafkaException):
         cp.commit([A0])
-    consumer.error = None
-    cp.commit([A0])
-    assert cp.committed == {A0: 10}
+    cp, writer, consumer, _ = at_least_once({A0: 10})
+    writer.send(0, range(10))
+    writer.ack(0, 10)
+    cp.close({A0}, failed=False)  # leaving: committed synchronously, in the book at once
+    assert cp.committed == {A0: 10} and not consumer.answers
 
 
 def test_at_least_once_revoke_delivers_first_then_commits_only_the_revoked():
@@ -327,6 +375,27 @@ def test_exactly_once_a_lost_transaction_is_aborted_before_anything_more_is_comm
     calls.clear()
     cp.commit([A1])  # (a loss is the whole assignment under the eager protocol; were A1 still held:)
     assert calls == ["abort_transaction", ("rewind", [A1])]
+
+
+@pytest.mark.parametrize("generation,member_id", [(-1, ""), (-1, "rdkafka-m1"), (3, "")])
+def test_exactly_once_a_consumer_the_group_dropped_commits_nothing_before_its_poll_says_so(generation: int,
+                                                                                          member_id: str):
+    # librdkafka learnt in its own thread that the group dropped this member (a paused instance woken: its heartbeat
+    # answered UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) and reset its generation or member id; the loop's next poll has
+    # not served the loss yet. A TxnOffsetCommit without both is checked against nothing by the group coordinator:
+    # committed, the new owner's copy and this one's are both read (a 3-broker CI run: 450 records twice).
+    cp, _, consumer, calls = exactly_once({A0: 10})
+    cp.begin({A0})
+    consumer.generation, consumer.member_id = generation, member_id
+    with capture_logs() as logs:
+        cp.commit([A0])
+    assert calls[-2:] == ["abort_transaction", ("rewind", [A0])]
+    assert not any(c[0] == "commit_transaction" for c in calls if isinstance(c, tuple)) and cp.committed == {}
+    aborted = [e for e in logs if e["event"] == "transaction_aborted"]
+    assert len(aborted) == 1 and "no member of a generation of group g" in aborted[0]["error"]
+    consumer.generation, consumer.member_id = 2, "rdkafka-m2"  # a member again (after its poll: a new assignment)
+    cp.commit([A0])
+    assert cp.committed == {A0: 10}
 
 
 def test_exactly_once_notes_only_the_first_offset_read_of_a_partition_never_committed():

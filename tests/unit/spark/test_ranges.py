@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from transcoder import config as cfg
-from transcoder.spark.ranges import bounded, flat, nested, planned, refusal
+import pytest
+
+from transcoder.spark.ranges import IdlePacing, bounded, flat, nested, planned
 
 
 def test_offsets_keep_the_shape_of_sparks_kafka_source():
@@ -27,11 +28,13 @@ def test_each_partition_with_records_is_one_range():
         ("a", 0, 100, 200), ("b", 0, 0, 3)]
 
 
-def test_what_the_own_reader_does_not_do_yet_is_refused_in_one_line():
-    def conf(**extra):
-        return cfg.parse({"cluster": {"bootstrap_servers": "k:9092"}, "spark": {"read": "transcoder"},
-                          "routes": [{"source": "a", "destinations": [{"codec": "lz4"}]}], **extra}, environ={})
-
-    assert refusal(conf()) is None
-    assert "a start timestamp needs spark.read: kafka" in refusal(conf(start="2026-01-01T00:00:00Z"))
-    assert "live scoring" in refusal(conf(evaluate={"candidates": [{"codec": "zstd"}]}))
+def test_an_idle_reader_asks_kafka_at_most_every_idle_ask_s_and_a_busy_one_at_once():
+    pacing = IdlePacing(ask_every_s=0.1)
+    assert pacing.wait_s(10.0) == 0.0  # the first ask
+    pacing.answered(10.0, new=True)  # a backlog: Spark plans a micro-batch and asks again at once
+    assert pacing.wait_s(10.01) == 0.0
+    pacing.answered(10.02, new=False)  # nothing new: Spark asks again 10 ms later, the reader waits out the rest
+    assert pacing.wait_s(10.03) == pytest.approx(0.09)
+    assert pacing.wait_s(10.2) == 0.0
+    pacing.answered(10.2, new=True)
+    assert pacing.wait_s(10.21) == 0.0

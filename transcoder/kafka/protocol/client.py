@@ -135,15 +135,27 @@ class RawClient:
     def list_offsets(self, partitions: Iterable[tuple[str, int]], *, latest: bool) -> dict[tuple[str, int], int]:
         """The earliest (log start) or latest (read_committed end) offset of each partition, asked of its leader.
         KafkaUnavailableError naming the partition for an error or no answer."""
+        return self._list_offsets(list(partitions), metadata.LATEST if latest else metadata.EARLIEST)
+
+    def offsets_at(self, partitions: Iterable[tuple[str, int]], ms: int) -> dict[tuple[str, int], int]:
+        """Each partition's first offset whose timestamp is at or after `ms` (epoch milliseconds), as a consumer's
+        offsetsForTimes; a partition with no record since starts at its latest offset (the service's start)."""
+        parts = list(partitions)
+        at = self._list_offsets(parts, ms)
+        missing = [tp for tp in parts if at.get(tp, -1) < 0]
+        if missing:
+            at.update(self._list_offsets(missing, metadata.LATEST))
+        return at
+
+    def _list_offsets(self, parts: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         import kafka.errors
 
-        parts = list(partitions)
         try:
             leaders = self.leaders({t for t, _ in parts})
         except kafka.errors.KafkaError as exc:
             raise KafkaUnavailableError(f"listing offsets: {type(exc).__name__}: {exc}", retriable=True) from exc
         out = {}
-        for leader, request in metadata.list_offsets_requests(parts, leaders, latest=latest,
+        for leader, request in metadata.list_offsets_requests(parts, leaders, timestamp=timestamp,
                                                               timeout_ms=self._timeout_ms).items():
             try:
                 answer = self._send(request, leader)

@@ -45,9 +45,14 @@ def coordinator_of(response: Any, key: str, key_type: int) -> int:
     return int(response.node_id)
 
 
+#: ListOffsets' timestamps that ask for the latest (read_committed end) and earliest (log start) offsets
+LATEST, EARLIEST = -1, -2
+
+
 def list_offsets_requests(partitions: Iterable[tuple[str, int]], leaders: Mapping[tuple[str, int], int], *,
-                          latest: bool, timeout_ms: int) -> dict[int, Any]:
-    """One ListOffsets request (read_committed) per leader, for the earliest (log start) or latest offsets;
+                          timestamp: int, timeout_ms: int) -> dict[int, Any]:
+    """One ListOffsets request (read_committed) per leader, for the offsets at `timestamp`: LATEST, EARLIEST or
+    epoch milliseconds (the first offset whose timestamp is at or after it; -1 when there is none);
     KafkaUnavailableError for a partition without a leader right now."""
     from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
@@ -58,7 +63,7 @@ def list_offsets_requests(partitions: Iterable[tuple[str, int]], leaders: Mappin
         if leader < 0:
             raise KafkaUnavailableError(f"{t} [{p}] has no leader right now", topic=t, partition=p)
         by_leader.setdefault(leader, {}).setdefault(t, []).append(topic_cls.ListOffsetsPartition(
-            partition_index=p, current_leader_epoch=-1, timestamp=-1 if latest else -2))
+            partition_index=p, current_leader_epoch=-1, timestamp=timestamp))
     return {leader: ListOffsetsRequest(replica_id=-1, isolation_level=1, timeout_ms=timeout_ms,
                                        topics=[topic_cls(name=t, partitions=ps) for t, ps in topics.items()],
                                        min_version=2, max_version=9)

@@ -159,6 +159,9 @@ class TransactionalRecordSetsSink(RecordSetWrites, TransactionalFront[BatchProdu
     def _before_abort(self, producer: BatchProducer, timeout: float) -> None:
         self.batching.batchers.clear()  # the open batches hold records of this transaction: they are read again
 
+    def _next_after_abort(self, producer: BatchProducer, timeout: float) -> None:
+        producer.begin_transaction()  # its abort bumped the epoch already (KIP-588): nothing of it can land later
+
     def _abandon(self, producer: BatchProducer) -> None:
         pass  # transcoder's producer keeps its timeouts: never stuck in a call
 

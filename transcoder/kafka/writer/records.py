@@ -184,6 +184,15 @@ class TransactionalRecordsSink(RecordWrites, TransactionalFront[Producer]):
         # with INVALID_TXN_STATE (librdkafka issue 4849). The abort purges the rest.
         self._txn_call(producer.flush, min(timeout, 5.0))
 
+    def _next_after_abort(self, producer: Producer, timeout: float) -> None:
+        # librdkafka keeps its producer id and epoch across an abort (it has no KIP-890 epoch bump per transaction:
+        # confluentinc/librdkafka#5423). A Produce of the aborted transaction that timed out here (a broker
+        # restarting, loading its partitions) can still reach the broker after the abort: once the next transaction
+        # of the same epoch has added that partition, the broker takes it in, and the next commit commits it - the
+        # records twice to read_committed readers. A new producer's InitProducerId bumps the epoch: such a request
+        # is refused (INVALID_PRODUCER_EPOCH), as transcoder's own producer's epoch bump after an abort does.
+        self.begin_transactions(self.transactions.transactional_id or "", timeout, self._group_id)
+
     def _abandon(self, producer: Producer) -> None:
         # its call still holds it: never destroyed under it; what it holds is purged, its reports served
         producer.purge()

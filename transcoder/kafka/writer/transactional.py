@@ -58,6 +58,12 @@ class TransactionalFront(SinkFront, ABC, Generic[P]):
         """What goes (or is dropped) before the open transaction is aborted."""
 
     @abstractmethod
+    def _next_after_abort(self, producer: P, timeout: float) -> None:
+        """Begin the transaction after an abort of `producer`'s, in a new epoch of the transactional id: a request of
+        the aborted transaction that timed out here but is still on its way to the broker must never land in the
+        next one (as KIP-890's epoch bump per transaction ensures, for the clients that have it)."""
+
+    @abstractmethod
     def _abandon(self, producer: P) -> None:
         """A producer stuck in a call (TransactionStuck): its records purged, their reports served."""
 
@@ -147,14 +153,14 @@ class TransactionalFront(SinkFront, ABC, Generic[P]):
 
     def abort_transaction(self, timeout: float, retrying: Callable[[str], None] | None = None) -> None:
         """Abort the open transaction, forget what it held (its records' reports, failures and map entries:
-        the caller reads them again from the last commit) and begin the next one. `retrying`: as for
-        commit_transaction."""
+        the caller reads them again from the last commit) and begin the next one, in a new epoch
+        (`_next_after_abort`). `retrying`: as for commit_transaction."""
         p = self._current()
         self._before_abort(p, timeout)
         self.transactions.abort(p, timeout, retrying)
         self._txn_call(p.poll, 0)  # the aborted records' reports: their ledger entries are dropped below
         self._forget_transaction()
-        p.begin_transaction()
+        self._next_after_abort(p, timeout)
 
     def replace_producer(self, timeout: float) -> None:
         """A producer stuck in a call (TransactionStuck): its records purged, what its transaction held forgotten
