@@ -49,6 +49,9 @@ def copy(conf: cfg.Config) -> None:
 
 
 ENGINES = pytest.mark.parametrize("engine", ["service", "spark"], indirect=True)
+#: the lease of the test of a dead controller's lease running out: long enough for the live follower's heartbeats
+#: (every third of it) on a busy machine, short enough to wait for
+EXPIRING_LEASE_MS = 8_000
 
 
 def test_plain_topic_group_moves_at_the_exact_next_record_and_rolls_back_exactly(kafka, topic_factory, tmp_path):
@@ -246,7 +249,7 @@ def test_a_second_controller_is_fenced_and_a_restarted_one_resumes(kafka, topic_
     produce(kafka, source, 200, 1)
     group = f"app-{uuid.uuid4().hex[:6]}"
     before = consume_group(kafka, group, source, stop_after=80)
-    path, conf, dest = setup(tmp_path, kafka, source)
+    path, conf, dest = setup(tmp_path, kafka, source, lease_ms=EXPIRING_LEASE_MS)
     copy(conf)
     migrate("start", "--config", path, "--group", group)
     migrate("verify", "--config", path)
@@ -281,7 +284,7 @@ def test_a_second_controller_is_fenced_and_a_restarted_one_resumes(kafka, topic_
     finally:
         if follower.poll() is None:
             os.killpg(follower.pid, signal.SIGKILL)
-    time.sleep(3.5)  # its lease (3 s) expires
+    time.sleep(EXPIRING_LEASE_MS / 1000 + 0.5)  # its lease expires
     # a new controller, from the state topic alone: the migration, the group, the verification are there
     status = json.loads(migrate("status", "--config", path, "--format", "json").stdout)
     assert status["groups"][0]["stage"] == "source" and status["verified_through"]["0"] == 200

@@ -17,6 +17,9 @@ from tests.support.configs import raw_config
 from tests.support.records import Rec, rec
 from transcoder import config as cfg
 
+#: the controllers' lease in `setup`'s config
+LEASE_MS = 20_000
+
 
 def content(r: Rec) -> tuple:
     """What a copy keeps of a record: everything but its offset."""
@@ -25,9 +28,11 @@ def content(r: Rec) -> tuple:
 
 def setup(tmp_path, kafka, source: str, *, extra: dict | None = None, **migration) -> tuple[str, cfg.Config, str]:
     """A config of one lane `shadow` (zstd) with a `migration:` section (and `extra` keys): its file, its model
-    and its destination topic."""
+    and its destination topic. The controllers' lease is 20 s (a heartbeat every 6.7 s): a 3-s lease was lost by a
+    live controller whose heartbeat thread the busy CI machine left unscheduled for 3.4 s (official CI, 2026-11-29);
+    a test of a lease's expiry passes its own."""
     raw = raw_config(kafka, [{"source": source, "destinations": [{"codec": "zstd", "name": "shadow"}]}],
-                     migration={"lease_ms": 3000, **migration}, **(extra or {}))
+                     migration={"lease_ms": LEASE_MS, **migration}, **(extra or {}))
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     return str(path), cfg.parse(raw, environ={}), f"{source}.zstd"

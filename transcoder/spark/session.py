@@ -3,11 +3,13 @@ Ivy, into the cache), the config's master and settings, and one-line errors for 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -51,13 +53,28 @@ _IVY_SETTINGS = """<ivysettings>
 """
 
 
+@contextmanager
+def ivy_lock() -> Iterator[None]:
+    """Held while this process's driver JVM starts (it resolves the connector into ivy_dir() then): Ivy's cache is not
+    safe for two resolutions at once. Two processes starting Spark on a cold cache downloaded the same jars into it
+    together and both refused them ('invalid sha1', 28 Spark tests of a fresh-clone CI run); the second now waits and
+    finds them resolved. An exclusive lock on a file beside the cache (flock: the kernel drops it with the process)."""
+    path = ivy_dir() / "resolution.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
 def ivy_settings() -> Path:
     """The Ivy settings file (written once into the cache): Maven Central, the cache under ivy_dir()."""
     path = ivy_dir() / "ivysettings.xml"
     text = _IVY_SETTINGS.format(cache=ivy_dir() / "cache")
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        written = path.with_name(f"{path.name}.{os.getpid()}")  # whole or not at all for another process reading it
+        written.write_text(text)
+        written.replace(path)
     return path
 
 
@@ -152,7 +169,7 @@ def build(spark: SparkConfig, *, app_name: str = "transcoder", connector_version
         output.hold()
     try:
         if output is not None:
-            _start_context(own, output)
+            start_driver(own, output)
         session = builder.getOrCreate()
     except Exception as exc:  # py4j and pyspark raise plain exceptions
         kept = output.release(keep=True) if output is not None else None
@@ -227,9 +244,10 @@ def planner_pythonpath(existing: str | None) -> str:
     return os.pathsep.join(dict.fromkeys([*(p for p in (existing or "").split(os.pathsep) if p), *roots]))
 
 
-def _start_context(own: Mapping[str, str], output: driver_output.DriverOutput) -> None:
-    """The first session of this process: launch the driver JVM with its output into `output`'s pipe, and start
-    the SparkContext on it (SparkSession.builder takes it). Later sessions use that JVM: the builder starts them."""
+def start_driver(own: Mapping[str, str], output: driver_output.DriverOutput) -> None:
+    """The first session of this process: launch the driver JVM with its output into `output`'s pipe (holding
+    ivy_lock while it resolves the connector), and start the SparkContext on it (SparkSession.builder takes it).
+    Later sessions use that JVM: the builder starts them."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -239,7 +257,8 @@ def _start_context(own: Mapping[str, str], output: driver_output.DriverOutput) -
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = planner_pythonpath(before)  # the JVM's environment, which pyspark copies
     try:
-        gateway = launch_gateway(conf, popen_kwargs=output.popen_kwargs())
+        with ivy_lock():
+            gateway = launch_gateway(conf, popen_kwargs=output.popen_kwargs())
     finally:
         output.close_write_end()
         if before is None:
