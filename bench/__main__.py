@@ -55,6 +55,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--fetch-partition-bytes", type=click.IntRange(1), default=None,
               help="max.partition.fetch.bytes of transcoder (its cluster config) and franz-go "
                    "(FetchMaxPartitionBytes); unset: 1 MiB, every client's default. The other copiers are refused.")
+@click.option("--spark-trigger-ms", type=click.IntRange(0), default=None,
+              help="spark.trigger_interval_ms of the spark-* copiers (a micro-batch at most every N ms; unset: the "
+                   "config's default, 0: each as soon as the last ends). Their latency is measured at it.")
 @click.option("--partitions", type=int, default=1, show_default=True,
               help="Source partitions (MirrorMaker 2 runs one task, transcoder one lane).")
 @click.option("--latency-records", type=int, default=5000, show_default=True)
@@ -77,7 +80,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @click.option("--out", type=click.Path(path_type=Path),
               help="Results file (default bench/results/<date>-<dataset>.md).")
 def main(kind: str, from_file: Path | None, key_field: str | None, count: int, runs: int, codecs: str,
-         copier_names: str, fetch_partition_bytes: int | None, partitions: int, latency_records: int,
+         copier_names: str, fetch_partition_bytes: int | None, spark_trigger_ms: int | None, partitions: int,
+         latency_records: int,
          latency_rate: tuple[float, float | None], latency_driver: str, warm_fraction: float, warm_seconds: float,
          client_tables: bool, request_log: bool, bootstrap_servers: str | None, out: Path | None) -> None:
     logs.configure("warning")
@@ -97,6 +101,8 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
     if fetch_partition_bytes is not None and not set(chosen) <= set(copiers.LEVELLED_COPIERS):
         raise click.UsageError(f"--fetch-partition-bytes is taken by {', '.join(copiers.LEVELLED_COPIERS)} only, "
                                f"not by {', '.join(sorted(set(chosen) - set(copiers.LEVELLED_COPIERS)))}")
+    if spark_trigger_ms is not None and not any(c.startswith("spark-") for c in chosen):
+        raise click.UsageError("--spark-trigger-ms is taken by the spark-* copiers only: none is chosen")
     data = Dataset(name=from_file.stem if from_file else kind, kind=kind, from_file=from_file, count=count,
                    key_field=key_field)
     try:  # the input's own errors (no such file, --key-field without NDJSON, a first line not JSON) before Kafka
@@ -121,7 +127,7 @@ def main(kind: str, from_file: Path | None, key_field: str | None, count: int, r
         res = bench(bootstrap, work, data, runs=runs, codecs=codec_list, chosen=chosen, partitions=partitions,
                     trickle=trickle, client_tables=client_tables,
                     broker_pid=broker_pid, rule=rule, request_log=log_file,
-                    fetch_partition_bytes=fetch_partition_bytes)
+                    fetch_partition_bytes=fetch_partition_bytes, spark_trigger_ms=spark_trigger_ms)
     except TranscoderError as exc:  # a bad line further in the input, a record too large: one line
         raise click.ClickException(str(exc)) from exc
     finally:

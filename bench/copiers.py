@@ -121,6 +121,14 @@ def process_cpu(pid: int) -> float:
     return 0.0 if got is None else got
 
 
+def process_cmdline(pid: int) -> str:
+    """A process's command line, its arguments joined by spaces ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def _stat_cpu(path: Path) -> float | None:
     """utime + stime, in seconds, of a /proc stat file (a process's or a thread's); None once it is gone."""
     try:
@@ -168,12 +176,14 @@ def codec_level(spec: str) -> tuple[str, int | None]:
 def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, batching: Batching,
                      workdir: Path, tag: str, live: str | None = None, spark_master: str | None = None,
                      hot_path: str | None = None, spark_cluster: StandaloneCluster | None = None,
-                     spark_read: str | None = None, fetch_partition_bytes: int | None = None) -> Running:
+                     spark_read: str | None = None, fetch_partition_bytes: int | None = None,
+                     spark_trigger_ms: int | None = None) -> Running:
     """One lane copying `source` (and `live`, into `<live>.copy`, with the same codec and batching); with
     `spark_master`, on the Spark engine (one streaming query, checkpointed under `workdir`), or on `spark_cluster`
     (its master and workers' CPU counted too, the cluster stopped with the copy); `hot_path` as the config's (None:
     its default). `codec` may carry a level (`gzip:5`); `fetch_partition_bytes`: the cluster config's
-    max.partition.fetch.bytes (None: the default, 1 MiB)."""
+    max.partition.fetch.bytes (None: the default, 1 MiB); `spark_trigger_ms`: spark.trigger_interval_ms (None: the
+    default)."""
     codec, level = codec_level(codec)
     if spark_cluster is not None:
         spark_master = spark_cluster.url
@@ -194,6 +204,7 @@ def start_transcoder(bootstrap: str, source: str, destination: str, codec: str, 
     if spark_master is not None:
         conf["spark"] = {"master": spark_master, "checkpoint_location": str(workdir / f"{tag}.checkpoints"),
                          **({"read": spark_read} if spark_read else {}),
+                         **({"trigger_interval_ms": spark_trigger_ms} if spark_trigger_ms is not None else {}),
                          # a cluster's workers on this machine run this interpreter (its venv has transcoder)
                          **({"conf": {"spark.pyspark.python": sys.executable}} if spark_cluster else {})}
     path = workdir / f"{tag}.yaml"

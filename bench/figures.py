@@ -71,6 +71,8 @@ class CopyRun:
     #: the machine's cores busy over the same span (all processes and the kernel): near the core count, the copy was
     #: bound by the machine, whoever used it
     machine_busy: float | None = None
+    #: a Spark copier's CPU seconds over the whole copy by kind of process (PROCESS_KINDS; None: not a Spark copier)
+    cpu_by_process: Mapping[str, float] | None = None
 
     @property
     def latency_p50(self) -> float | None:
@@ -79,6 +81,56 @@ class CopyRun:
     @property
     def latency_p99(self) -> float | None:
         return None if self.live is None else self.live.p99
+
+
+#: A Spark copy's processes by kind, in the order of the table: (kind, what its CPU is)
+PROCESS_KINDS = (
+    ("driver Python", "transcoder run: the engine, folding each micro-batch's tallies, metrics"),
+    ("driver JVM", "SparkSubmit: planning each micro-batch, scheduling its tasks; on local[N] the executor too"),
+    ("executor JVMs", "CoarseGrainedExecutorBackend (a cluster's): task start-up, Python workers' I/O"),
+    ("Python workers", "pyspark's daemon and workers: the tasks' reads, re-batching, compression, produce; on the "
+                       "driver, spark.read: transcoder's planner"),
+    ("cluster daemons", "the standalone master and workers"),
+    ("other", "anything else in the copier's process trees"),
+)
+
+
+def process_kind(cmdline: str) -> str:
+    """Pure: the kind (PROCESS_KINDS) of a Spark copier's process from its command line (NUL-separated args
+    joined by spaces)."""
+    java = cmdline.split(" ", 1)[0].endswith("java")
+    if java:
+        if "CoarseGrainedExecutorBackend" in cmdline:
+            return "executor JVMs"
+        if "deploy.master.Master" in cmdline or "deploy.worker.Worker" in cmdline:
+            return "cluster daemons"
+        return "driver JVM"
+    if "spark-class" in cmdline or "spark-submit" in cmdline:  # the JVM's launcher scripts
+        return "driver JVM"
+    if "pyspark" in cmdline:
+        return "Python workers"
+    if " -m transcoder" in cmdline or "/transcoder " in cmdline:
+        return "driver Python"
+    return "other"
+
+
+def process_table(copies: Sequence[CopyRun]) -> str:
+    """One row per Spark copy: its CPU per 1M records by kind of process over the whole copy, each kind's share,
+    and the copy's micro-batch-independent total."""
+    kinds = [k for k, _ in PROCESS_KINDS]
+    head = "| codec | copier | run | " + " | ".join(f"{k} (s/1M)" for k in kinds) + " | all (s/1M) |"
+    lines = [head, "|" + "---|" * (head.count(" | ") + 1)]
+    runs: dict[tuple[str, str], int] = {}
+    for r in copies:
+        runs[(r.copier, r.codec)] = run = runs.get((r.copier, r.codec), 0) + 1
+        if r.cpu_by_process is None:
+            continue
+        total = sum(r.cpu_by_process.values())
+        per_m = 1e6 / r.records
+        cells = [f"{v * per_m:.2f} ({v / total:.0%})" if total > 0 else f"{v * per_m:.2f}"
+                 for v in (r.cpu_by_process.get(k, 0.0) for k in kinds)]
+        lines.append(f"| {r.codec} | {r.copier} | {run} | " + " | ".join(cells) + f" | {total * per_m:.2f} |")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from bench import spans
-from bench.copiers import Running, machine_busy, process_cpu, thread_cpu, trickle_command
+from bench import figures, spans
+from bench.copiers import Running, machine_busy, process_cmdline, process_cpu, thread_cpu, trickle_command
 from bench.figures import ClientRun, CopyRun, LiveLatency
 from bench.spans import WARM, Sample, WarmRule
 from transcoder.kafka.admin import delete_topics as admin_delete_topics
@@ -53,14 +53,24 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
     """
     deadline = time.monotonic() + timeout
     seen: dict[int, float] = {}  # pid -> CPU last read: a process that exited keeps its total
+    kinds: dict[int, str] = {}  # pid -> figures.process_kind (a Spark copier's process trees only)
 
     def cpu() -> float:
         for pid in running.pids:  # read before `failed` reaps an exited process (a zombie's stat holds its total)
             seen[pid] = max(seen.get(pid, 0.0), process_cpu(pid))
+            if running.tree and pid not in kinds:
+                kinds[pid] = figures.process_kind(process_cmdline(pid))
         return sum(seen.values())
+
+    def by_kind() -> dict[str, float]:
+        out: dict[str, float] = {}
+        for pid, v in seen.items():
+            out[kinds.get(pid, "other")] = out.get(kinds.get(pid, "other"), 0.0) + v
+        return out
 
     samples: list[Sample] = []
     machine: tuple[float, float] | None = None  # (time, machine_busy()) at the last sample before the first record
+    kinds_at_start: dict[str, float] = {}  # by_kind() at the same sample
     busiest = _BusiestThread(lambda: running.pids)
     broker_busiest = _BusiestThread(lambda: [broker_pid] if broker_pid else [])
     while True:
@@ -76,6 +86,7 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
             raise RuntimeError(f"{copier} ({codec}) stopped: {why}")
         if n == 0 and not samples:  # the last sample before the first record starts their span
             machine = (t1, machine_busy())
+            kinds_at_start = by_kind()
             busiest.start(t1)
             broker_busiest.start(t1)
         else:
@@ -100,7 +111,9 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
                    warm=warm, warm_note=note, busiest_thread=busiest.cores(t1),
                    broker_busiest_thread=broker_busiest.cores(t1) if broker_pid else None,
                    machine_busy=(machine_busy() - machine[1]) / (t1 - machine[0])
-                   if machine is not None and t1 > machine[0] else None)
+                   if machine is not None and t1 > machine[0] else None,
+                   cpu_by_process={k: v - kinds_at_start.get(k, 0.0) for k, v in by_kind().items()}
+                   if running.tree else None)
 
 
 class _BusiestThread:

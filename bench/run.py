@@ -86,12 +86,13 @@ class Results:
 def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[str], chosen: list[str],
           partitions: int, trickle: Trickle, client_tables: bool,
           broker_pid: int | None = None, rule: WarmRule = WARM, request_log: Path | None = None,
-          fetch_partition_bytes: int | None = None) -> Results:
+          fetch_partition_bytes: int | None = None, spark_trigger_ms: int | None = None) -> Results:
     """Seed once, copy with every copier and codec `runs` times; each copy copies exactly the seeded data.
 
     `request_log`: the broker's request log (a broker started with request_log=True); each copy's requests
     are counted from it by API (bench.requests), the bench's own clients left out. `fetch_partition_bytes`:
     transcoder's and franz-go's max.partition.fetch.bytes (None: 1 MiB, every client's default).
+    `spark_trigger_ms`: the spark-* copiers' spark.trigger_interval_ms (None: the config's default).
 
     Each copy is measured over its whole span and over its warmed span (`rule`, bench.spans).
 
@@ -138,7 +139,8 @@ def bench(bootstrap: str, work: Path, data: Dataset, *, runs: int, codecs: list[
                                                            tag, live=live, spark_master=master, spark_cluster=cluster,
                                                            hot_path="records" if copier.endswith("-records") else None,
                                                            spark_read=None if copier.endswith("-own") else "kafka",
-                                                           fetch_partition_bytes=fetch_partition_bytes)
+                                                           fetch_partition_bytes=fetch_partition_bytes,
+                                                           spark_trigger_ms=spark_trigger_ms)
                     elif copier.startswith("mm2"):
                         assert libs is not None
                         alias = f"m{run}{codec}{'d' if copier == 'mm2-default' else ''}"
@@ -341,6 +343,12 @@ def report(res: Results, *, codecs: list[str], runs: int, dataset: str, partitio
             "copier speeds up once warm):", "", *notes, ""]
           if notes else []),
         *(["## Latency", "", figures.latency_table(res.copies), ""] if any(r.live for r in res.copies) else []),
+        *(["## Where a Spark copy's CPU goes", "",
+           "Each Spark copy's CPU over the whole copy (first record in the destination to the last; not "
+           "interpolated, so the total may differ from the copiers' table by a sample's worth), per 1M records, by "
+           "kind of process (its share in brackets): "
+           + "; ".join(f"{k}: {what}" for k, what in figures.PROCESS_KINDS) + ".", "",
+           figures.process_table(res.copies), ""] if any(r.cpu_by_process for r in res.copies) else []),
         "## Cloudflare-style table (transcoder, one lane per codec)",
         "",
         figures.cloudflare_table(summary, codecs, seeded.records),

@@ -314,7 +314,9 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
         assert offset < 0, offset  # nothing committed into the new topic (the old topic's 100 least of all)
     else:
         assert not failed, failed
-        assert got == old + [(f"new-{i}".encode(), f"w-{i}".encode()) for i in range(new)]
+        assert got == old + [(f"new-{i}".encode(), f"w-{i}".encode()) for i in range(new)], (
+            f"{len(got)} records copied, {len(got) - len(set(got))} twice; the lane's events: "
+            f"{[(x['event'], x.get('partitions'), x.get('offsets')) for x in logs if x['event'] != 'lane_progress']}")
         assert offset == new, offset  # the new topic's own end, never the old topic's position (100)
     pmap = offset_map.read(conf, dest)[0][0]
     assert pmap.recreations == [Recreation(old_id, new_id, 100, 0, continued=on_source_loss == "continue")]

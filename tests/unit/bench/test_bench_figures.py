@@ -228,3 +228,32 @@ def test_bench_refuses_bad_input_in_one_line_before_starting_kafka(tmp_path):
     assert result.exit_code == 1, result.output
     assert result.output.strip().splitlines() == [f"Error: {bad}:1: not a JSON object (Expecting value: line 1 "
                                                   "column 1 (char 0))"], result.output
+
+
+def test_a_spark_copiers_processes_are_told_apart_by_their_command_lines():
+    from bench.figures import process_kind
+    java = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp /v/pyspark/jars/*"
+    assert process_kind(f"{java} -Xmx1g org.apache.spark.deploy.SparkSubmit --conf a=b pyspark-shell") == "driver JVM"
+    assert process_kind(f"{java} org.apache.spark.executor.CoarseGrainedExecutorBackend --driver-url x") == \
+        "executor JVMs"
+    assert process_kind(f"{java} org.apache.spark.deploy.worker.Worker spark://127.0.0.1:7077") == "cluster daemons"
+    assert process_kind(f"{java} org.apache.spark.deploy.master.Master --host h") == "cluster daemons"
+    assert process_kind("/v/bin/python -m pyspark.daemon pyspark.worker") == "Python workers"
+    assert process_kind("/v/bin/python -m transcoder --log-level warning run --config c.yaml --engine spark") == \
+        "driver Python"
+    assert process_kind("bash /v/pyspark/bin/spark-class org.apache.spark.deploy.SparkSubmit") == "driver JVM"
+    assert process_kind("sleep 5") == "other"
+
+
+def test_the_process_table_gives_cpu_per_million_records_by_kind_with_shares():
+    from dataclasses import replace
+
+    from bench.figures import process_table
+    spark = replace(run("spark-local2-own", "zstd", seconds=10, cpu=6, disk=1, records=2_000_000),
+                    cpu_by_process={"driver JVM": 2.0, "Python workers": 3.0, "driver Python": 1.0})
+    plain = run("transcoder", "zstd", seconds=10, cpu=2, disk=1, records=2_000_000)
+    lines = process_table([plain, spark]).splitlines()
+    assert len(lines) == 3  # header, rule, the Spark copy only
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:3] == ["zstd", "spark-local2-own", "1"]
+    assert cells[3:] == ["0.50 (17%)", "1.00 (33%)", "0.00 (0%)", "1.50 (50%)", "0.00 (0%)", "0.00 (0%)", "3.00"]
