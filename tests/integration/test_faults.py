@@ -16,6 +16,7 @@ it within shutdown_timeout_s + 5 s, logging how many records were not committed 
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 import threading
@@ -194,6 +195,17 @@ class Copy:
     def log_text(self) -> str:
         return "".join(p.read_text(errors="replace")[-4000:] for p in self.logs if p.exists())
 
+    def memberships_lost(self, lane: str) -> int:
+        """How many times the runs' lane `lane` lost its partitions to the group (partitions_lost: its session
+        expired), from their logs."""
+        n = 0
+        for path in self.logs:
+            for line in path.read_text(errors="replace").splitlines() if path.exists() else ():
+                if '"partitions_lost"' in line:
+                    with contextlib.suppress(ValueError):
+                        n += json.loads(line).get("lane") == lane
+        return n
+
 
 @pytest.fixture
 def copy(kafka: Cluster, admin: Any, topic_factory: Any, tmp_path: Path, request: pytest.FixtureRequest):
@@ -209,14 +221,20 @@ def copy(kafka: Cluster, admin: Any, topic_factory: Any, tmp_path: Path, request
 
 
 def check(copy: Copy, results: list[Comparison], rate: Throughput, faults: int, records: int = RECORDS) -> None:
-    """Nothing lost, nothing foreign, source order kept; duplicates 0 (exactly-once) or within the bound."""
+    """Nothing lost, nothing foreign, source order kept; duplicates 0 (exactly-once) or within the bound: per fault,
+    and per membership a lane lost beyond one per fault (a starved machine's heartbeats late past the tests' 6-s
+    session.timeout.ms: each a fault of its own, the partitions read again from their last commit by the next
+    assignment; 3 after one broker restart in a fresh-clone CI run, 7,065 duplicates against one fault's 4,095)."""
     figures, bounds = [], []
     for r in results:
+        lost = copy.memberships_lost(r.destination_topic)  # the lanes are named after their destination
+        counted = faults + max(0, lost - faults)
         bound = 0 if copy.guarantee.startswith("exactly-once") else duplicate_bound(
             max_in_flight_bytes=MAX_IN_FLIGHT, smallest_record=copy.smallest,
-            records_per_s=rate.peak(r.destination_topic), commit_interval_ms=COMMIT_INTERVAL_MS, faults=faults)
+            records_per_s=rate.peak(r.destination_topic), commit_interval_ms=COMMIT_INTERVAL_MS, faults=counted)
         bounds.append(bound)
-        figures.append(f"{r.summary()}; bound {bound} (peak {rate.peak(r.destination_topic):.0f} records/s)")
+        figures.append(f"{r.summary()}; bound {bound} (peak {rate.peak(r.destination_topic):.0f} records/s, "
+                       f"{faults} faults, memberships lost {lost})")
     print("\n".join(figures))
     logs = "the runs' logs: " + ", ".join(str(p) for p in copy.logs)
     for r, bound, figure in zip(results, bounds, figures, strict=True):

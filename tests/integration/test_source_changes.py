@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -297,8 +298,12 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
     lost = [e for e in logs if e["event"] == "source_records_lost"]
     assert len(lost) == 1, (failed, [x["event"] for x in logs])
     e = lost[0]
+    # Where the lane was when it found the recreation: 100, unless (hot_path: records, `new` past 100) librdkafka read
+    # the new topic from the old position before the lane's next topic-id check: the known gap of docs/guarantees.md
+    at = e["offset"] if hot_path == "records" and new > 100 else 100
+    assert 100 <= at <= 100 + new, e
     assert (e["topic"], e["partition"], e["offset"], e["topic_id"], e["new_topic_id"], e["last_end_offset"],
-            e["records_lost"]) == (source, 0, 100, old_id, new_id, 100, 0), e
+            e["records_lost"]) == (source, 0, at, old_id, new_id, at, 0), e
     got = [(r[2], r[3]) for r in read_all(kafka.bootstrap, dest)]
     old = [(f"k-0-{i}".encode(), f"v-0-{i}".encode()) for i in range(100)]
     group = service.lanes[0].spec.group_id  # the lane's own group (lanes: isolated)
@@ -314,20 +319,26 @@ def test_a_source_topic_deleted_and_recreated_under_a_running_lane_is_a_loss_nev
         assert offset < 0, offset  # nothing committed into the new topic (the old topic's 100 least of all)
     else:
         assert not failed, failed
-        assert got == old + [(f"new-{i}".encode(), f"w-{i}".encode()) for i in range(new)], (
-            f"{len(got)} records copied, {len(got) - len(set(got))} twice; the lane's events: "
-            f"{[(x['event'], x.get('partitions'), x.get('offsets')) for x in logs if x['event'] != 'lane_progress']}")
+        fresh = [(f"new-{i}".encode(), f"w-{i}".encode()) for i in range(new)]
+        events = [(x["event"], x.get("partitions")) for x in logs if x["event"] != "lane_progress"]
+        gap = hot_path == "records" and new > 100 and got != old + fresh
+        if gap:  # the known gap: the new topic's records from the old position on, some twice; none missing
+            twice = Counter(got[100:]) - Counter(fresh)
+            assert got[:100] == old and not Counter(fresh) - Counter(got[100:]), (len(got), events)
+            assert not twice - Counter(fresh[100:]) and max(twice.values()) == 1, (twice, events)
+        else:
+            assert got == old + fresh, f"{len(got)} records copied, {len(got) - len(set(got))} twice: {events}"
         assert offset == new, offset  # the new topic's own end, never the old topic's position (100)
     pmap = offset_map.read(conf, dest)[0][0]
-    assert pmap.recreations == [Recreation(old_id, new_id, 100, 0, continued=on_source_loss == "continue")]
-    assert sum(r.count for r in pmap.replaced) == 100 and min(r.dest for r in pmap.replaced) == 0, pmap.replaced
+    assert pmap.recreations == [Recreation(old_id, new_id, at, 0, continued=on_source_loss == "continue")]
+    assert sum(r.count for r in pmap.replaced) == at and min(r.dest for r in pmap.replaced) == 0, pmap.replaced
     result = verify(conf, source, dest, {0: pmap})[0]
     assert result.mismatch is not None and result.mismatch.field == RECREATED, result.line
-    assert f"(topic id {old_id} is now {new_id}); destination offsets 0..99 are copies of the old topic" in \
+    assert f"(topic id {old_id} is now {new_id}); destination offsets 0..{at - 1} are copies of the old topic" in \
         result.line, result.line
     if on_source_loss == "continue":  # the new topic's copies compared, all equal
-        assert (pmap.source_id, pmap.source_start, pmap.source_end, pmap.forward(0)) == (new_id, 0, new, 100)
-        assert result.compared == new, result.line
+        assert (pmap.source_id, pmap.source_start, pmap.source_end, pmap.forward(0)) == (new_id, 0, new, at)
+        assert result.compared == new or gap, result.line
 
 
 def _committed(admin: Any, group: str, topic: str) -> int:

@@ -193,7 +193,9 @@ class SourceWatch:
             back = {tp for tp in self._gone if tp[0] == topic}
             if back:
                 self._gone -= back
-                if old == new and back & book.assigned:
+                if back & book.assigned:  # read again: where they were, or (recreated) as _recreated says: the
+                    # new topic from its start (continue) or held again (stop); librdkafka keeps a pause across
+                    # the reassignment of a restart, so a hold left on stopped the copy of the new topic for good
                     self._reader.hold(set(back & book.assigned), False)
             if old is None or old == new:
                 self._record_id(topic, new)
