@@ -42,7 +42,7 @@ def _want(partition: int, rows: list[tuple]) -> list[tuple]:
 @pytest.fixture
 def eos(kafka, topic_factory, request):
     """An exactly-once config (one lane, zstd) over a fresh 2-partition source; the workers' clients closed after."""
-    source = topic_factory(partitions=2)
+    source = topic_factory(partitions=2, config={"retention.ms": "-1"})  # records of 2020 (TS): kept, not retained
     conf = make_config(kafka, [{"source": source, "destinations": [{"codec": "zstd"}]}], guarantee="exactly-once",
                        **getattr(request, "param", {}))
     [lane] = prepare(conf, create=True).plan.lanes

@@ -343,7 +343,9 @@ class LocalKafka(StateDir):
             cmd += ["--deep-iteration", "--print-data-log"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise LocalKafkaError(f"DumpLogSegments failed on {segment}: {proc.stderr.strip()[-500:]}")
+            err = proc.stderr.strip()
+            first = next((line for line in err.splitlines() if "Exception" in line or "Error" in line), "")
+            raise LocalKafkaError(f"DumpLogSegments failed on {segment}: {first[:300]} ... {err[-300:]}")
         return proc.stdout
 
 
