@@ -30,6 +30,8 @@ class DriverOutput:
         self.path: Path | None = None
         #: the JVM was launched on this pipe (or its launch failed): the pipe is not offered again
         self.launched = False
+        #: lines the pump has written to stderr so far
+        self.forwarded = 0
         self._thread = threading.Thread(target=self._pump, name="spark-driver-output", daemon=True)
         self._thread.start()
 
@@ -83,6 +85,7 @@ class DriverOutput:
                     os.write(2, line)
                 except OSError:  # stderr closed: the line is dropped, the JVM must not block on a full pipe
                     pass
+                self.forwarded += 1
 
 
 _KILLED = re.compile(r"Application has been killed\. Reason: (.+)$")
