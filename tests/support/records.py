@@ -25,8 +25,11 @@ def read_all(bootstrap: str, topic: str, *, timeout: float = 60.0) -> list[Rec]:
     out: list[Rec] = []
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
-        for p in sorted(md.partitions):
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        # Every partition's offsets before the first fetch: the broker answers a connection's requests one at a
+        # time, and an offset query asked while a fetch of the last partition waits there is held up behind it
+        # (10 s on a starved CI machine: "held back by preceding FetchRequest").
+        marks = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in sorted(md.partitions)}
+        for p, (low, high) in marks.items():
             if high <= low:
                 continue
             c.assign([TopicPartition(topic, p, low)])
