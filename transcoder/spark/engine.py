@@ -221,6 +221,9 @@ class SparkEngine(Served):
                     lane.sampler = self.scorer.sampler({t.topic_for(s): (s, t.destination) for t in spec.targets
                                                         for s in t.sources}, now=time.monotonic())
                 self.lanes.append(lane)
+            # Lag from where each lane resumes, before any query starts: the queries start one after another (each
+            # waiting for its source's Python process) and a first micro-batch can copy the whole backlog.
+            self._figures(prepared)
             poller = self.start_broker_figures(prepared)
             if self.scorer is not None:
                 threading.Thread(target=self.scorer.run, args=(self.stop_event,), name="candidate-scoring",
