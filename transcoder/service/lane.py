@@ -188,8 +188,25 @@ class Lane:
             self.checkpoint.revoke(tps, self.assigned)
         except BaseException as exc:  # noqa: BLE001 - raised again from the loop, never lost inside librdkafka
             self._callback_errors.keep(exc)
+        left = self._uncommitted(tps)
+        if left:  # the drain ran out, or the commit failed: the next owner reads these again
+            log.warning("partitions_revoked_with_records_uncommitted", lane=self.spec.name,
+                        records=sum(left.values()), partitions=left,
+                        note="read and not committed: their next owner reads them again (copied twice where they "
+                             "were written); shutdown_timeout_s bounds the drain of a revoke")
         self._release(tps)
         log.info("partitions_revoked", lane=self.spec.name, partitions=show(tps))
+
+    def _uncommitted(self, tps: list[Partition]) -> dict[str, int]:
+        """topic[partition] -> records handed to the writer past the partition's last commit (where that is not
+        known: those not acknowledged)."""
+        out = {}
+        for tp in tps:
+            at, committed = self.book.read_positions([tp])[tp], self.book.committed.get(tp)
+            n = at - committed if at is not None and committed is not None else self.ledger.outstanding([tp])
+            if n > 0:
+                out[show([tp])[0]] = n
+        return out
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(p.topic, p.partition) for p in partitions]
