@@ -17,7 +17,7 @@ from transcoder.config import Config
 from transcoder.errors import KafkaUnavailableError
 from transcoder.kafka import offset_map_topic as offset_map
 from transcoder.migrate.compare import HEADERS, MISSING, TIMESTAMP, VALUE
-from transcoder.migrate.verify import Verifier, _Reader, verify, verify_partition
+from transcoder.migrate.verify import RangeReader, Verifier, verify, verify_partition
 from transcoder.pipeline.offset_runs import PartitionMap, Run
 
 #: recent: the broker's time retention (7 days) would delete records stamped long ago while a test runs
@@ -346,7 +346,7 @@ class _Silent:
 
 
 def test_a_read_that_stalls_raises_naming_topic_partition_and_offset() -> None:
-    reader = _Reader(_Silent(), "some-topic", "destination", timeout=0.3)
+    reader = RangeReader(_Silent(), "some-topic", "destination", timeout=0.3)
     with pytest.raises(KafkaUnavailableError) as err:
         list(reader.read(4, 120, 130))
     assert (err.value.topic, err.value.partition, err.value.offset) == ("some-topic", 4, 120)

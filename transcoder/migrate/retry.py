@@ -86,7 +86,8 @@ def expired(exc: BaseException, what: str, timeout_s: float, fields: Mapping[str
     msg = str(exc).rstrip(".")
     return KafkaUnavailableError(f"cannot {what} within {timeout_s:g}s ({kind(exc)}: {msg}); check the "
                                  "brokers and run the command again: it resumes where it stopped",
-                                 topic=fields.get("topic"), kafka_error=kind(exc), retriable=True)
+                                 topic=fields.get("topic"), partition=fields.get("partition"),
+                                 kafka_error=kind(exc), retriable=True)
 
 
 def until_deadline(call: Callable[[], T], *, what: str, timeout_s: float, fields: Mapping[str, Any] | None = None,

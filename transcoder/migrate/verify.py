@@ -54,6 +54,7 @@ from transcoder.migrate.compare import (
     stale,
     unmapped_gaps,
 )
+from transcoder.migrate.retry import until_deadline
 from transcoder.pipeline.offset_runs import PartitionMap
 
 log = structlog.get_logger("transcoder.migrate.verify")
@@ -115,7 +116,7 @@ class PartitionResult:
         return ", ".join(parts)
 
 
-class _Reader:
+class RangeReader:
     """Reads offset ranges of one topic's partitions with one consumer, read_committed; a range that starts
     where the last one ended continues without a seek."""
 
@@ -131,13 +132,23 @@ class _Reader:
         self._held: deque[Message] = deque()
 
     def watermarks(self, partition: int) -> tuple[int, int]:
+        """The partition's low and high watermarks, asked again on a retriable error (a broker that stalled: the
+        query timed out behind this consumer's fetch, official CI) for up to the reader's timeout."""
+        what = f"read the offsets of {self.side} topic {self.topic} [{partition}]"
+        return until_deadline(lambda: self._watermarks(partition), what=what, timeout_s=self.timeout,
+                              fields={"topic": self.topic, "partition": partition})
+
+    def _watermarks(self, partition: int) -> tuple[int, int]:
         try:
             return self.consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
                                                        timeout=min(self.timeout, 15.0))
         except KafkaException as exc:
-            raise KafkaUnavailableError(f"cannot read the offsets of {self.side} topic {self.topic} [{partition}]: "
-                                        f"{exc.args[0].str() if exc.args else exc}", topic=self.topic,
-                                        partition=partition) from exc
+            err = exc.args[0] if exc.args else None
+            raise KafkaUnavailableError(
+                f"cannot read the offsets of {self.side} topic {self.topic} [{partition}]: "
+                f"{err.str() if err is not None else exc}", topic=self.topic, partition=partition,
+                kafka_error=err.name() if err is not None else None,
+                retriable=bool(err.retriable()) if err is not None else False) from exc
 
     def _assign(self, partition: int, offset: int) -> None:
         self._held.clear()
@@ -286,7 +297,7 @@ class _LowWatermark:
     """A partition's low watermark, asked only where a record is absent, at most once per range (after the
     range's read, so that it is not older than what was read)."""
 
-    def __init__(self, reader: _Reader, partition: int) -> None:
+    def __init__(self, reader: RangeReader, partition: int) -> None:
         self.reader = reader
         self.partition = partition
         self._value: int | None = None
@@ -333,8 +344,8 @@ class Verifier:
         #: the source topic's id (KIP-516), asked with its shape; None: not known
         self._source_id: str | None = None
         self._consumers: list[Any] = []
-        self.source = _Reader(self._consumer(config.cluster.librdkafka()), source_topic, "source", timeout)
-        self.dest = _Reader(self._consumer(config.target_cluster.librdkafka()), dest_topic, "destination", timeout)
+        self.source = RangeReader(self._consumer(config.cluster.librdkafka()), source_topic, "source", timeout)
+        self.dest = RangeReader(self._consumer(config.target_cluster.librdkafka()), dest_topic, "destination", timeout)
 
     def _consumer(self, base: Mapping[str, Any]) -> Any:
         c = Consumer(client_config(base, **{
