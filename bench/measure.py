@@ -65,7 +65,8 @@ def measure_copy(admin: AdminClient, info: RawClient, running: Running, *, copie
     def by_kind() -> dict[str, float]:
         out: dict[str, float] = {}
         for pid, v in seen.items():
-            out[kinds.get(pid, "other")] = out.get(kinds.get(pid, "other"), 0.0) + v
+            kind = kinds.get(pid, "other")
+            out[kind] = out.get(kind, 0.0) + v
         return out
 
     samples: list[Sample] = []

@@ -201,8 +201,8 @@ class Lane:
         """topic[partition] -> records handed to the writer past the partition's last commit (where that is not
         known: those not acknowledged)."""
         out = {}
-        for tp in tps:
-            at, committed = self.book.read_positions([tp])[tp], self.book.committed.get(tp)
+        for tp, at in self.book.read_positions(tps).items():
+            committed = self.book.committed.get(tp)
             n = at - committed if at is not None and committed is not None else self.ledger.outstanding([tp])
             if n > 0:
                 out[show([tp])[0]] = n
