@@ -13,9 +13,9 @@ from transcoder.config.model import (
     MetricsConfig,
     MigrationConfig,
     Route,
-    SparkConfig,
 )
 from transcoder.config.secrets import SECRET_PROPERTIES
+from transcoder.config.spark import SparkConfig
 
 __all__ = ["ENV_PREFIX", "SECRET_PROPERTIES", "Batch", "Cluster", "Config", "Destination", "ErrorsConfig",
            "MetricsConfig", "MigrationConfig", "Route", "SparkConfig", "load", "parse", "with_spark_master"]

@@ -13,9 +13,10 @@ import yaml
 from pydantic import ValidationError
 
 from transcoder.config import reserved
-from transcoder.config.model import Config, SparkConfig
+from transcoder.config.model import Config
 from transcoder.config.problems import ConfigProblems, Problem, dotted, from_validation
 from transcoder.config.reserved import Loc
+from transcoder.config.spark import SparkConfig
 from transcoder.errors import ConfigError
 
 ENV_PREFIX = "TRANSCODER__"

@@ -1,4 +1,5 @@
-"""The config model: clusters, routes, destinations, batching, errors, metrics; validated up front, frozen.
+"""The config model: clusters, routes, destinations, batching, errors, metrics, evaluation, migration; validated
+up front, frozen (config.base: every model's base; config.spark: the Spark engine's section).
 
 Secrets (SASL passwords, TLS keys) are held as SecretStr and revealed only in the dict handed to
 librdkafka (`Cluster.librdkafka`); `redacted()` is what may be logged or printed.
@@ -11,25 +12,22 @@ import re
 import string
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PositiveInt,
     SecretStr,
-    TypeAdapter,
     ValidationError,
     ValidationInfo,
-    ValidatorFunctionWrapHandler,
     field_validator,
-    model_validator,
 )
 from pydantic_core import InitErrorDetails
 
 from transcoder.codecs.names import BUILT_HERE, Codec, built_here, check_level
+from transcoder.config.base import StrictModel
 from transcoder.config.secrets import resolve_properties
+from transcoder.config.spark import SparkConfig
 
 #: Properties transcoder sets itself on every client: a user value would break a guarantee.
 _OWNED_PROPERTIES = frozenset({
@@ -39,83 +37,8 @@ _OWNED_PROPERTIES = frozenset({
     "bootstrap.servers", "metadata.broker.list", "on_delivery", "error_cb", "stats_cb",
 })
 
-class _Model(BaseModel):
-    """Every problem of a config is reported at once: a model's cross-field checks (`problems`) run on the fields
-    that are valid even when others are not (pydantic runs `after` validators only once every field is valid)."""
 
-    # A field's docstring is its description: the configuration reference is rendered from it (config.reference).
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-    def problems(self) -> Iterator[str]:
-        """This model's cross-field problems, in words. A check that needs a field that is not valid (absent
-        from a partly valid model: AttributeError) ends the iteration; that field's own error is reported."""
-        return iter(())
-
-    @model_validator(mode="after")
-    def _cross_fields(self) -> Self:
-        found = list(self.problems())
-        if found:
-            raise ValidationError.from_exception_data(type(self).__name__, _value_errors(found, type(self).__name__))
-        return self
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _every_problem(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
-        try:
-            return handler(data)
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False)
-            invalid = {e["loc"][0] for e in errors if e["loc"]}
-            if not invalid or not isinstance(data, Mapping):  # no field invalid: the cross-field checks ran
-                raise
-            found = list(_partial_problems(cls, data, invalid, info.context))
-            if not found:
-                raise
-            details = [InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"],
-                                        **({"ctx": e["ctx"]} if "ctx" in e else {}))  # type: ignore[typeddict-item]
-                       for e in errors]
-            details += _value_errors(found, cls.__name__)
-            try:
-                merged = ValidationError.from_exception_data(cls.__name__, details)
-            except (KeyError, TypeError, ValueError):  # an error type pydantic cannot rebuild: the original
-                raise exc from None
-            raise merged from None
-
-
-def _value_errors(found: list[str], model: str, at: tuple[str, ...] = ()) -> list[InitErrorDetails]:
-    """One error per problem found, each its own line when reported (config.problems). The input named is the
-    model's name, never the values (a secret could be one)."""
-    return [InitErrorDetails(type="value_error", loc=at, input=model, ctx={"error": ValueError(problem)})
-            for problem in found]
-
-
-def _partial_problems(cls: type[_Model], data: Mapping[str, Any], invalid: set[Any],
-                      context: dict[str, Any] | None) -> Iterator[str]:
-    """`cls`'s cross-field problems among its valid fields: each field of `data` not in `invalid` validated on its
-    own, the others left out (a check needing one of them stops there)."""
-    valid: dict[str, Any] = {}
-    for name, field in cls.model_fields.items():
-        if name in invalid or name not in data:
-            continue
-        # the field's type as built at run time: a type expression to pydantic, a plain value to a type checker
-        annotated: Any = Annotated[field.annotation, field]
-        try:
-            valid[name] = TypeAdapter(annotated).validate_python(data[name], context=context)
-        except ValidationError:
-            continue
-    partial = cls.model_construct(**valid)  # fields absent from data take their defaults; invalid ones are absent
-    for name in cls.model_fields:
-        if name in data and name not in valid:
-            partial.__dict__.pop(name, None)
-    found = partial.problems()
-    while True:
-        try:
-            yield next(found)
-        except (StopIteration, AttributeError):  # AttributeError: a field the check needs is not valid
-            return
-
-
-class Cluster(_Model):
+class Cluster(StrictModel):
     """A Kafka cluster and the librdkafka properties to reach it (`security.protocol`, `sasl.*`, `ssl.*`)."""
 
     bootstrap_servers: str = Field(min_length=1)
@@ -164,7 +87,7 @@ class Cluster(_Model):
                 **{k: ("***" if isinstance(v, SecretStr) else v) for k, v in self.config.items()}}
 
 
-class Batch(_Model):
+class Batch(StrictModel):
     """Re-batching of a destination producer (librdkafka batch.size, batch.num.messages, linger.ms)."""
 
     #: librdkafka's largest message.max.bytes (its batch.size may be larger, but no batch outgrows this).
@@ -223,7 +146,7 @@ def _check_topic_name(name: str, what: str) -> str:
     return name
 
 
-class Destination(_Model):
+class Destination(StrictModel):
     """One compressed copy of a route's source: its codec and level, its topic and its batching."""
 
     codec: Codec
@@ -273,7 +196,7 @@ class Destination(_Model):
         return self.topic.format(source=source, codec=self.codec, level=self.level)
 
 
-class Route(_Model):
+class Route(StrictModel):
     """What to copy where: a source topic (or the topics a pattern matches) and its destinations."""
 
     source: str | None = Field(default=None, min_length=1)
@@ -305,7 +228,7 @@ class Route(_Model):
                 yield f"source_pattern {self.source_pattern!r} is not a regex: {exc}"
 
 
-class ErrorsConfig(_Model):
+class ErrorsConfig(StrictModel):
     """What a lane does with a record a destination refuses."""
 
     tolerance: Literal["none", "all"] = "none"
@@ -328,7 +251,7 @@ class ErrorsConfig(_Model):
                 yield str(exc)
 
 
-class MetricsConfig(_Model):
+class MetricsConfig(StrictModel):
     """The HTTP endpoints (`/metrics`, `/healthz`, `/readyz`, `/status`) and how fresh their figures are."""
 
     port: int = Field(default=9308, ge=0, le=65535)
@@ -355,62 +278,13 @@ class MetricsConfig(_Model):
     """How often, in seconds, the topics' sizes on disk are read from the brokers (DescribeLogDirs); 0: never."""
 
 
-class SparkConfig(_Model):
-    """The Spark engine's own settings (`transcoder run --engine spark`); the rest of the config is shared."""
-
-    master: str = Field(default="local[*]", min_length=1)
-    """Spark master URL (Spark's `spark.master`): `local[*]` (every core of this machine), `local[N]`, `local` (one
-    core), `spark://host:port`, `k8s://...`, `mesos://...` or `yarn`."""
-    checkpoint_location: str | None = Field(default=None, min_length=1)
-    """Where the streaming queries keep their checkpoints, a directory per lane. Unset:
-    `$XDG_CACHE_HOME/transcoder/spark-checkpoints/<group_id>` (`~/.cache` when XDG_CACHE_HOME is not set)."""
-    trigger_interval_ms: int = Field(default=0, ge=0)
-    """Micro-batch trigger interval in milliseconds; 0: the next micro-batch starts as soon as the previous one
-    ends."""
-    max_offsets_per_trigger: PositiveInt | None = None
-    """At most this many source records per micro-batch of a lane, shared among its partitions (Spark's
-    `maxOffsetsPerTrigger`); unset: every record available."""
-    commit_group: bool = False
-    """Also commit each task's source offsets to the lane's consumer group once its records are acknowledged, so
-    kafka-consumer-groups, lag monitors and the migration gates see the copy's progress (the checkpoint still
-    decides where a restart goes on). Under exactly-once the transactions commit them anyway, and with a
-    `migration` section they are always committed (its `copied` and `lag` gates read them)."""
-    read: Literal["kafka", "transcoder"] = "transcoder"
-    """Who reads the source: `transcoder` (the default), transcoder's own raw fetcher in each task, over offset
-    ranges the driver plans per micro-batch (Spark keeps the scheduling, retries and the checkpoint); `kafka`,
-    Spark's Kafka source (its Java consumer in the executors, records handed to the Python writers as Arrow
-    columns: several times the CPU per record)."""
-    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """Extra Spark settings (`spark.executor.memory`, `spark.sql.shuffle.partitions`, ...). `spark.master` (give
-    `master` instead) and `spark.jars.packages`, `spark.jars.ivy`, `spark.jars.ivySettings` are set by transcoder and
-    refused here."""
-
-    @field_validator("master")
-    @classmethod
-    def _master(cls, v: str) -> str:
-        if not re.fullmatch(r"local(\[(\*|[1-9][0-9]*)\])?|(spark|k8s|mesos)://\S+|yarn", v):
-            raise ValueError(f"{v!r} is not a Spark master URL "
-                             "(local[*], local[N], spark://host:port, k8s://..., yarn)")
-        return v
-
-    @field_validator("conf")
-    @classmethod
-    def _conf(cls, v: dict[str, Any]) -> dict[str, Any]:
-        owned = sorted(k for k in v
-                       if k in ("spark.master", "spark.jars.packages", "spark.jars.ivy", "spark.jars.ivySettings"))
-        if owned:
-            hint = ": give the master URL as spark.master" if owned[0] == "spark.master" else ""
-            raise ValueError(f"{owned[0]} is set by transcoder itself{hint}")
-        return v
-
-
 #: The default sample of live scoring: a destination's batch.max_bytes, at most this.
 DEFAULT_SAMPLE_BYTES_CAP = 4 * 1024 * 1024
 #: The largest sample live scoring may hold per destination (it is copied in memory and compressed per candidate).
 MAX_SAMPLE_BYTES = 64 * 1024 * 1024
 
 
-class Candidate(_Model):
+class Candidate(StrictModel):
     """A codec and level the service scores on samples of what it copies (`evaluate.candidates`)."""
 
     codec: Codec
@@ -429,7 +303,7 @@ class Candidate(_Model):
         return self.codec if self.level is None else f"{self.codec}-{self.level}"
 
 
-class EvaluateConfig(_Model):
+class EvaluateConfig(StrictModel):
     """Live scoring (`evaluate:`): every `sample_interval_s`, each destination's lane captures one window of
     consecutive records of one partition (at most `sample_bytes` of keys, values and headers), and a background
     thread compresses it as the destination's producer would cut it, with the destination's own codec and
@@ -460,7 +334,7 @@ class EvaluateConfig(_Model):
         return self.sample_bytes if self.sample_bytes is not None else min(batch.max_bytes, DEFAULT_SAMPLE_BYTES_CAP)
 
 
-class MigrationConfig(_Model):
+class MigrationConfig(StrictModel):
     """A staged migration (`transcoder migrate`): the offset map the lanes record, the state topic, the gates.
 
     Present: every lane records, for every destination, which source offsets its delivered records
@@ -505,7 +379,7 @@ class MigrationConfig(_Model):
         return None if v is None else _check_topic_name(v, f"migration.{info.field_name}")
 
 
-class Config(_Model):
+class Config(StrictModel):
     """The top level of a config file: the clusters, the routes, and how the lanes copy them."""
 
     cluster: Cluster

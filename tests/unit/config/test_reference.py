@@ -25,8 +25,8 @@ def test_every_field_of_every_model_has_a_description():
     missing = [f"{s.model.__name__}.{name} (`{s.path + '.' if s.path else ''}{name}`)"
                for s in sections(Config) for name, field in s.model.model_fields.items()
                if not (field.description or "").strip()]
-    assert not missing, ("fields without a description (a docstring under the field in transcoder/config/model.py): "
-                         + ", ".join(missing))
+    assert not missing, ("fields without a description (a docstring under the field in transcoder/config/model.py "
+                         "or spark.py): " + ", ".join(missing))
 
 
 def test_every_model_has_a_docstring():
